@@ -1,0 +1,59 @@
+# Build and test entry points. `make demo` and `make test` are the two
+# commands a new user runs (see README.md).
+
+SHELL := /bin/bash
+GO ?= go
+BIN := $(CURDIR)/bin
+VERSION ?= 0.2.9-evj
+REVISION := $(shell git rev-parse --short HEAD 2>/dev/null)
+LDFLAGS := -s -w -X github.com/evjournal/containerd/api.Revision=$(REVISION)
+
+# Tests use bin/runc built from the runc pinned in go.mod unless RUNC names one.
+RUNC ?= $(BIN)/runc
+export RUNC
+export SHIM := $(BIN)/containerd-shim
+export TESTINIT := $(BIN)/testinit
+
+GOFILES := $(shell find . -name '*.go' -not -path './bin/*')
+
+.PHONY: all build test lint vet fmt-check demo bench reliability clean
+
+all: build
+
+build: $(BIN)/containerd $(BIN)/containerd-shim $(BIN)/ctr $(BIN)/runc $(BIN)/testinit
+
+$(BIN)/containerd: $(GOFILES) go.mod go.sum
+	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./containerd
+
+$(BIN)/ctr: $(GOFILES) go.mod go.sum
+	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./ctr
+
+# The shim is one process per container: built static and stripped to keep it small.
+$(BIN)/containerd-shim: $(GOFILES) go.mod go.sum
+	CGO_ENABLED=0 $(GO) build -ldflags '-s -w' -trimpath -o $@ ./shim
+
+# runc from the version pinned in go.mod (a `tool` directive); needs cgo for nsenter.
+$(BIN)/runc: go.mod go.sum
+	CGO_ENABLED=1 $(GO) build -trimpath -o $@ github.com/opencontainers/runc
+
+# The static init of every test rootfs.
+$(BIN)/testinit: integration/testinit/main.go
+	CGO_ENABLED=0 $(GO) build -o $@ ./integration/testinit
+
+lint: fmt-check vet
+
+fmt-check:
+	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+# The whole suite, root tests included, with the race detector.
+test: build lint
+	$(GO) test -race -count=1 -timeout 25m ./...
+
+clean:
+	rm -rf $(BIN)
+
+-include Makefile.proto

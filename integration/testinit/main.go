@@ -1,0 +1,249 @@
+// Command testinit is the init process of the test containers. It is built
+// static (CGO_ENABLED=0) and copied into each test rootfs, so the tests need
+// no distribution image and no download.
+//
+// Its arguments are steps separated by "--", run in order:
+//
+//	echo WORDS...     print WORDS to stdout
+//	stderr WORDS...   print WORDS to stderr
+//	cat               copy stdin to stdout until EOF
+//	sleep D|forever   sleep for a Go duration, or until killed
+//	exit N            exit with status N
+//	stamp [FILE]      print "STAMP <unix ns>" (to FILE, appending, if given) and exit 0 at once;
+//	                  the benchmarks measure from this instant to the exit event
+//	alloc [MiB]       allocate and touch memory, 1 MiB at a time, up to MiB or until killed
+//	fork N            start N children that sleep until killed, print their pids
+//	ignore SIG...     ignore the signals (e.g. TERM)
+//	trap SIG...       print "trapped SIG" on each of these signals and go on
+//	winsize           print "winsize ROWSxCOLS" now and after each SIGWINCH, until killed
+//	ready FILE        create FILE (in the container) to say the steps before it are done
+//	pid               print "pid N" of this process
+//
+// With no arguments it sleeps until killed.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+func main() {
+	steps := split(os.Args[1:])
+	if len(steps) == 0 {
+		steps = [][]string{{"sleep", "forever"}}
+	}
+	for _, step := range steps {
+		if err := run(step); err != nil {
+			fmt.Fprintf(os.Stderr, "testinit: %s: %v\n", step[0], err)
+			os.Exit(120)
+		}
+	}
+}
+
+func split(args []string) [][]string {
+	var steps [][]string
+	var cur []string
+	for _, a := range args {
+		if a == "--" {
+			if len(cur) > 0 {
+				steps = append(steps, cur)
+			}
+			cur = nil
+			continue
+		}
+		cur = append(cur, a)
+	}
+	if len(cur) > 0 {
+		steps = append(steps, cur)
+	}
+	return steps
+}
+
+func run(step []string) error {
+	args := step[1:]
+	switch step[0] {
+	case "echo":
+		_, err := fmt.Println(strings.Join(args, " "))
+		return err
+	case "stderr":
+		_, err := fmt.Fprintln(os.Stderr, strings.Join(args, " "))
+		return err
+	case "cat":
+		_, err := io.Copy(os.Stdout, os.Stdin)
+		return err
+	case "sleep":
+		return sleep(args)
+	case "exit":
+		code, err := strconv.Atoi(first(args))
+		if err != nil {
+			return err
+		}
+		os.Exit(code)
+	case "stamp":
+		return stamp(args)
+	case "alloc":
+		return alloc(args)
+	case "fork":
+		return fork(args)
+	case "ignore":
+		return handle(args, func(s os.Signal) { signal.Ignore(s) })
+	case "trap":
+		return trap(args)
+	case "winsize":
+		return winsize()
+	case "ready":
+		return os.WriteFile(first(args), nil, 0o644)
+	case "pid":
+		_, err := fmt.Printf("pid %d\n", os.Getpid())
+		return err
+	case "child-sleep":
+		// used by fork: the children just wait to be killed
+		select {}
+	}
+	return fmt.Errorf("unknown step %q", step[0])
+}
+
+func first(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
+}
+
+func sleep(args []string) error {
+	if first(args) == "forever" || len(args) == 0 {
+		select {}
+	}
+	d, err := time.ParseDuration(args[0])
+	if err != nil {
+		return err
+	}
+	time.Sleep(d)
+	return nil
+}
+
+func stamp(args []string) error {
+	line := fmt.Sprintf("STAMP %d\n", time.Now().UnixNano())
+	if len(args) > 0 {
+		f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteString(line); err != nil {
+			return err
+		}
+		f.Close()
+	} else {
+		os.Stdout.WriteString(line)
+	}
+	os.Exit(0)
+	return nil
+}
+
+// held keeps allocated memory reachable so the GC cannot give it back.
+var held [][]byte
+
+func alloc(args []string) error {
+	limit := -1
+	if len(args) > 0 {
+		n, err := strconv.Atoi(args[0])
+		if err != nil {
+			return err
+		}
+		limit = n
+	}
+	for i := 0; limit < 0 || i < limit; i++ {
+		b := make([]byte, 1<<20)
+		for j := 0; j < len(b); j += 4096 {
+			b[j] = 1
+		}
+		held = append(held, b)
+	}
+	fmt.Printf("allocated %d MiB\n", len(held))
+	return nil
+}
+
+func fork(args []string) error {
+	n, err := strconv.Atoi(first(args))
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		cmd := exec.Command("/proc/self/exe", "child-sleep")
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		fmt.Printf("child %d\n", cmd.Process.Pid)
+	}
+	return nil
+}
+
+func handle(names []string, fn func(os.Signal)) error {
+	for _, name := range names {
+		sig, err := parseSignal(name)
+		if err != nil {
+			return err
+		}
+		fn(sig)
+	}
+	return nil
+}
+
+func trap(names []string) error {
+	ch := make(chan os.Signal, 16)
+	if err := handle(names, func(s os.Signal) { signal.Notify(ch, s) }); err != nil {
+		return err
+	}
+	go func() {
+		for s := range ch {
+			fmt.Printf("trapped %s\n", strings.TrimPrefix(signalName(s), "SIG"))
+		}
+	}()
+	return nil
+}
+
+func parseSignal(name string) (syscall.Signal, error) {
+	name = strings.TrimPrefix(strings.ToUpper(name), "SIG")
+	table := map[string]syscall.Signal{
+		"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "TERM": syscall.SIGTERM,
+		"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "QUIT": syscall.SIGQUIT,
+	}
+	if s, ok := table[name]; ok {
+		return s, nil
+	}
+	return 0, fmt.Errorf("unknown signal %q", name)
+}
+
+func signalName(s os.Signal) string {
+	for _, n := range []string{"HUP", "INT", "TERM", "USR1", "USR2", "QUIT"} {
+		if sig, _ := parseSignal(n); sig == s {
+			return n
+		}
+	}
+	return s.String()
+}
+
+func winsize() error {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, syscall.SIGWINCH)
+	out := bufio.NewWriter(os.Stdout)
+	for {
+		var ws struct{ Row, Col, X, Y uint16 }
+		_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, 0, syscall.TIOCGWINSZ, uintptr(unsafe.Pointer(&ws)))
+		if errno != 0 {
+			return errno
+		}
+		fmt.Fprintf(out, "winsize %dx%d\n", ws.Row, ws.Col)
+		out.Flush()
+		<-ch
+	}
+}
