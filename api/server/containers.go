@@ -1,0 +1,103 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+
+	"github.com/evjournal/containerd/api"
+	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/evjournal/containerd/api/types"
+	"github.com/evjournal/containerd/runtime"
+	"github.com/evjournal/containerd/supervisor"
+)
+
+// maxSignal is the largest Linux signal number (SIGRTMAX).
+const maxSignal = 64
+
+// CreateContainer starts a container. The supervisor journals and publishes
+// start-container before it returns, so the reply never precedes the event
+// (compat doc 3.14).
+func (s *Server) CreateContainer(ctx context.Context, r *types.CreateContainerRequest) (*types.CreateContainerResponse, error) {
+	if r.GetBundlePath() == "" {
+		return nil, api.ToGRPC(errEmptyBundle)
+	}
+	info, err := s.sup.CreateContainer(ctx, createRequest(r))
+	if err != nil {
+		return nil, api.ToGRPC(err)
+	}
+	return &types.CreateContainerResponse{Container: containerToProto(info)}, nil
+}
+
+// createRequest converts the request field by field (compat doc 2.3).
+func createRequest(r *types.CreateContainerRequest) supervisor.CreateRequest {
+	return supervisor.CreateRequest{
+		ID:            r.GetId(),
+		Bundle:        r.GetBundlePath(),
+		Stdio:         runtime.Stdio{Stdin: r.GetStdin(), Stdout: r.GetStdout(), Stderr: r.GetStderr()},
+		Labels:        r.GetLabels(),
+		NoPivotRoot:   r.GetNoPivotRoot(),
+		Runtime:       r.GetRuntime(),
+		RuntimeArgs:   r.GetRuntimeArgs(),
+		Checkpoint:    r.GetCheckpoint(),
+		CheckpointDir: r.GetCheckpointDir(),
+	}
+}
+
+// State lists one container (id set) or all, plus the host's facts.
+func (s *Server) State(ctx context.Context, r *types.StateRequest) (*types.StateResponse, error) {
+	infos, err := s.sup.State(ctx, r.GetId())
+	if err != nil {
+		return nil, api.ToGRPC(err)
+	}
+	resp := &types.StateResponse{Machine: s.machine}
+	for _, info := range infos {
+		resp.Containers = append(resp.Containers, containerToProto(info))
+	}
+	return resp, nil
+}
+
+// UpdateContainer pauses ("paused"), resumes ("running") or, with an empty
+// status, changes resources (compat doc 3.3). With a status set, resources
+// are ignored; the supervisor rejects unknown statuses after looking the
+// container up, in v0.2.9's order.
+func (s *Server) UpdateContainer(ctx context.Context, r *types.UpdateContainerRequest) (*types.UpdateContainerResponse, error) {
+	req := supervisor.UpdateRequest{ID: r.GetId(), Status: r.GetStatus()}
+	if req.Status == "" && r.GetResources() != nil {
+		res, err := resourcesFromProto(r.GetResources())
+		if err != nil {
+			return nil, api.ToGRPC(err)
+		}
+		req.Resources = res
+	}
+	if err := s.sup.Update(ctx, req); err != nil {
+		return nil, api.ToGRPC(err)
+	}
+	return &types.UpdateContainerResponse{}, nil
+}
+
+// Signal sends a signal to one process of a container (compat doc 3.4).
+func (s *Server) Signal(ctx context.Context, r *types.SignalRequest) (*types.SignalResponse, error) {
+	if r.GetSignal() > maxSignal {
+		return nil, api.ToGRPC(fmt.Errorf("invalid signal %d: %w", r.GetSignal(), errdefs.ErrInvalidArgument))
+	}
+	if err := s.sup.Signal(ctx, r.GetId(), r.GetPid(), syscall.Signal(r.GetSignal())); err != nil {
+		return nil, api.ToGRPC(err)
+	}
+	return &types.SignalResponse{}, nil
+}
+
+// UpdateProcess closes a process's stdin and/or resizes its pty (compat doc 3.5).
+func (s *Server) UpdateProcess(ctx context.Context, r *types.UpdateProcessRequest) (*types.UpdateProcessResponse, error) {
+	err := s.sup.UpdateProcess(ctx, supervisor.ProcessUpdate{
+		ID:         r.GetId(),
+		Pid:        r.GetPid(),
+		CloseStdin: r.GetCloseStdin(),
+		Width:      r.GetWidth(),
+		Height:     r.GetHeight(),
+	})
+	if err != nil {
+		return nil, api.ToGRPC(err)
+	}
+	return &types.UpdateProcessResponse{}, nil
+}

@@ -1,0 +1,209 @@
+package monitor
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// oomWatch is one container's OOM watch. The loop reads it; StopOOM and Close
+// close it from other goroutines, hence mu.
+type oomWatch struct {
+	id  string
+	dir string
+	v2  bool
+	log *logrus.Entry
+
+	// Set at registration, read-only after.
+	token  uint64 // v1: epoll token of efd
+	fileWD int32  // v2: inotify wd on memory.events
+	dirWD  int32  // v2: inotify wd on the parent dir, -1 if it could not be armed
+	name   string // v2: base name of dir, as IN_DELETE on the parent names it
+
+	mu     sync.Mutex
+	closed bool
+	efd    int      // v1: the eventfd registered in cgroup.event_control
+	ctl    *os.File // v1: memory.oom_control, kept open: after rmdir reads fail with ENODEV
+	events string   // v2: path of memory.events, opened per read so the watch pins nothing
+	count  counter
+}
+
+// outcome is what one re-read of a watch's counter found.
+type outcome int
+
+const (
+	unchanged outcome = iota // no new kill
+	killed                   // oom_kill went up: report one OOM
+	gone                     // the cgroup (or the watch) is gone: drop it
+)
+
+// MonitorOOM reports s.ID on OOMs() each time the cgroup's oom_kill counter
+// goes up. The watch ends by StopOOM, Close, or when the cgroup is removed.
+func (m *Monitor) MonitorOOM(s OOMSource) error {
+	if err := m.checkNew(s); err != nil {
+		return err
+	}
+	if s.V2Dir != "" {
+		return m.watchV2(s)
+	}
+	return m.watchV1(s)
+}
+
+// checkNew validates s and refuses an id already watched. Registration
+// checks again under the lock, as the cgroup is opened without it.
+func (m *Monitor) checkNew(s OOMSource) error {
+	if s.ID == "" || (s.V1Dir == "") == (s.V2Dir == "") {
+		return fmt.Errorf("monitor: OOM source %q needs an id and exactly one of V1Dir, V2Dir: %w", s.ID, ErrInvalid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.admit(s.ID)
+}
+
+// admit says whether id may be registered now. Call with m.mu held.
+func (m *Monitor) admit(id string) error {
+	if m.closed {
+		return ErrClosed
+	}
+	if _, ok := m.byID[id]; ok {
+		return fmt.Errorf("monitor: OOM watch %q: %w", id, ErrExists)
+	}
+	return nil
+}
+
+// StopOOM drops the OOM watch of id and closes its fds. Unknown ids are a
+// no-op: the loop may have dropped the watch already when the cgroup went away.
+func (m *Monitor) StopOOM(id string) {
+	m.mu.Lock()
+	w := m.byID[id]
+	m.mu.Unlock()
+	if w != nil {
+		m.remove(w)
+	}
+}
+
+// remove unregisters w and closes it. Both the loop (cgroup gone) and StopOOM
+// may call it; only the first does anything.
+func (m *Monitor) remove(w *oomWatch) {
+	m.mu.Lock()
+	if m.byID[w.id] != w {
+		m.mu.Unlock()
+		return
+	}
+	delete(m.byID, w.id)
+	if w.v2 {
+		m.unwatchV2(w)
+	} else {
+		delete(m.v1, w.token)
+		if err := m.epollDel(w.efd); err != nil {
+			w.log.WithError(err).Warn("monitor: cannot remove OOM eventfd from epoll")
+		}
+	}
+	m.mu.Unlock()
+	w.close()
+	w.log.Debug("monitor: OOM watch dropped")
+}
+
+// lookup returns the watch registered for id, or nil.
+func (m *Monitor) lookup(id string) *oomWatch {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.byID[id]
+}
+
+// close releases w's fds. Safe against a concurrent check: both hold w.mu.
+func (w *oomWatch) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	w.closed = true
+	if w.efd >= 0 {
+		unix.Close(w.efd)
+		w.efd = -1
+	}
+	if w.ctl != nil {
+		w.ctl.Close()
+	}
+}
+
+// check re-reads the oom_kill counter. A read error means the cgroup is gone
+// (kernfs answers ENODEV once it is removed); so does a missing directory,
+// which is how a removal shows on a fake cgroupfs whose file stays readable.
+func (w *oomWatch) check() outcome {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return gone
+	}
+	data, err := w.read()
+	if err != nil {
+		w.logGone(err)
+		return gone
+	}
+	if n, ok := parseCounter(data, oomKillKey); ok && w.count.update(n) {
+		return killed
+	}
+	if _, err := os.Stat(w.dir); errors.Is(err, fs.ErrNotExist) {
+		return gone
+	}
+	return unchanged
+}
+
+// read returns the current content of the counter file. Call with w.mu held.
+func (w *oomWatch) read() ([]byte, error) {
+	if w.v2 {
+		return os.ReadFile(w.events)
+	}
+	buf := make([]byte, 512)
+	n, err := w.ctl.ReadAt(buf, 0) // pread at 0 makes kernfs regenerate the text
+	if n > 0 {
+		err = nil // io.EOF after a short read is the normal end
+	}
+	return buf[:n], err
+}
+
+// logGone explains a failed read: the usual removal quietly, anything else as
+// a warning, since the watch is dropped either way.
+func (w *oomWatch) logGone(err error) {
+	if errors.Is(err, unix.ENODEV) || errors.Is(err, fs.ErrNotExist) {
+		w.log.Debug("monitor: cgroup removed")
+		return
+	}
+	w.log.WithError(err).Warn("monitor: cannot read the OOM counter; dropping the watch")
+}
+
+// baseline reads the counter at registration: only kills after it are
+// reported. A file without the counter (kernel before 4.13) starts at 0 and
+// is warned about, since no kill will ever show.
+func (w *oomWatch) baseline() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	data, err := w.read()
+	if err != nil {
+		return fmt.Errorf("monitor: OOM watch %q: read counter: %w", w.id, err)
+	}
+	n, ok := parseCounter(data, oomKillKey)
+	if !ok {
+		w.log.Warn("monitor: no oom_kill counter in the cgroup; OOM kills cannot be reported")
+	}
+	w.count.last = n
+	return nil
+}
+
+func newWatch(m *Monitor, s OOMSource) *oomWatch {
+	dir, v2 := s.V1Dir, false
+	if s.V2Dir != "" {
+		dir, v2 = s.V2Dir, true
+	}
+	return &oomWatch{
+		id: s.ID, dir: dir, v2: v2, efd: -1, fileWD: -1, dirWD: -1,
+		log: m.log.WithFields(logrus.Fields{"container": s.ID, "cgroup": dir}),
+	}
+}

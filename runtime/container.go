@@ -1,0 +1,223 @@
+package runtime
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/evjournal/containerd/specs"
+)
+
+// Defaults for the zero values of ContainerOpts.
+const (
+	DefaultRuntime      = "runc"
+	DefaultShim         = "containerd-shim"
+	DefaultStartTimeout = 30 * time.Second
+)
+
+// ContainerOpts describe a new container.
+type ContainerOpts struct {
+	Root         string        // daemon state dir; the container dir is Root/ID
+	ID           string        // checked with ValidateID
+	Bundle       string        // absolute; holds config.json
+	Runtime      string        // runc binary name or path ("" = "runc")
+	RuntimeArgs  []string      // global args before every runc subcommand (e.g. --root DIR)
+	Shim         string        // shim binary name or path ("" = "containerd-shim")
+	Labels       []string      // opaque, kept for State
+	NoPivotRoot  bool          // runc create/restore --no-pivot
+	StartTimeout time.Duration // bound on waiting for the shim's start report (0 = 30s)
+}
+
+// Container is one incarnation of a container id: its record on disk, its
+// bundle's spec and its processes. Methods are safe for concurrent use.
+type Container struct {
+	root string
+	rec  containerRecord // immutable after New/Load
+	spec *specs.Spec     // immutable; nil after Load if the bundle's config.json is unreadable
+
+	mu        sync.Mutex
+	retired   bool                // guarded by mu: the dir is Root/.retired/<id>.<incarnation>
+	processes map[string]*Process // guarded by mu
+}
+
+// New validates opts, then creates Root/ID (0700) holding state.json. On any
+// error nothing is left on disk. A duplicate id is ErrAlreadyExists with the
+// text "mkdir <Root>/<ID>: file exists"; a missing bundle is ErrNotFound with
+// "open <bundle>/config.json: no such file or directory".
+func New(opts ContainerOpts) (*Container, error) {
+	if err := ValidateID(opts.ID); err != nil {
+		return nil, err
+	}
+	if opts.Root == "" {
+		return nil, fmt.Errorf("container %q: empty state dir: %w", opts.ID, errdefs.ErrInvalidArgument)
+	}
+	spec, err := readBundleSpec(opts.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	c := &Container{root: opts.Root, rec: newRecord(opts), spec: spec, processes: map[string]*Process{}}
+	if err := c.createDir(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func newRecord(o ContainerOpts) containerRecord {
+	r := containerRecord{
+		ID: o.ID, Bundle: o.Bundle, Runtime: o.Runtime, RuntimeArgs: o.RuntimeArgs, Shim: o.Shim,
+		Labels: o.Labels, NoPivotRoot: o.NoPivotRoot, Created: time.Now().UTC(),
+		Incarnation: randomHex(8), StartTimeout: o.StartTimeout,
+	}
+	if r.Runtime == "" {
+		r.Runtime = DefaultRuntime
+	}
+	if r.Shim == "" {
+		r.Shim = DefaultShim
+	}
+	if r.StartTimeout <= 0 {
+		r.StartTimeout = DefaultStartTimeout
+	}
+	return r
+}
+
+// readBundleSpec checks that bundle is absolute and parses its config.json.
+func readBundleSpec(bundle string) (*specs.Spec, error) {
+	if bundle == "" || !filepath.IsAbs(bundle) {
+		return nil, fmt.Errorf("bundle path %q is not absolute: %w", bundle, errdefs.ErrInvalidArgument)
+	}
+	path := filepath.Join(bundle, "config.json")
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, errdefs.Mark(err, errdefs.ErrNotFound) // "open <bundle>/config.json: no such file or directory"
+	case err != nil:
+		return nil, errdefs.Mark(err, errdefs.ErrInvalidArgument)
+	}
+	var spec specs.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return nil, fmt.Errorf("%s: invalid JSON: %v: %w", path, err, errdefs.ErrInvalidArgument)
+	}
+	if spec.Process == nil {
+		return nil, fmt.Errorf("%s: no process: %w", path, errdefs.ErrInvalidArgument)
+	}
+	return &spec, nil
+}
+
+// createDir makes Root/ID and writes state.json, under the id lock so that a
+// concurrent Delete of a retired incarnation sees either no dir or a complete one.
+func (c *Container) createDir() error {
+	unlock := lockID(c.root, c.rec.ID)
+	defer unlock()
+	dir := filepath.Join(c.root, c.rec.ID)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return errdefs.Mark(err, errdefs.ErrAlreadyExists) // "mkdir <Root>/<ID>: file exists"
+		}
+		return fmt.Errorf("container %q: %w", c.rec.ID, err)
+	}
+	if err := writeJSON(filepath.Join(dir, stateFile), &c.rec); err != nil {
+		os.RemoveAll(dir)
+		return fmt.Errorf("container %q: write state: %w", c.rec.ID, err)
+	}
+	return nil
+}
+
+// ID is the container id.
+func (c *Container) ID() string { return c.rec.ID }
+
+// Bundle is the bundle path exactly as given to New.
+func (c *Container) Bundle() string { return c.rec.Bundle }
+
+// Labels are the labels given to New.
+func (c *Container) Labels() []string { return c.rec.Labels }
+
+// Runtime is the runc binary (name or path).
+func (c *Container) Runtime() string { return c.rec.Runtime }
+
+// RuntimeArgs are runc's global args, placed before every subcommand.
+func (c *Container) RuntimeArgs() []string { return c.rec.RuntimeArgs }
+
+// Incarnation tells apart two containers that used the same id in turn.
+func (c *Container) Incarnation() string { return c.rec.Incarnation }
+
+// Created is when New made the container.
+func (c *Container) Created() time.Time { return c.rec.Created }
+
+// Spec is the bundle's parsed config.json. After Load it is nil when the
+// bundle's config.json can no longer be read.
+func (c *Container) Spec() *specs.Spec { return c.spec }
+
+// Dir is the container's state dir: Root/ID, or its retired place.
+func (c *Container) Dir() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dirLocked()
+}
+
+func (c *Container) dirLocked() string {
+	if c.retired {
+		return filepath.Join(retiredDir(c.root), retiredName(c.rec.ID, c.rec.Incarnation))
+	}
+	return filepath.Join(c.root, c.rec.ID)
+}
+
+// Processes returns init first, then the execs sorted by id.
+func (c *Container) Processes() []*Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*Process, 0, len(c.processes))
+	for _, p := range c.processes {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return processLess(out[i].id, out[j].id) })
+	return out
+}
+
+func processLess(a, b string) bool {
+	if a == initID || b == initID {
+		return a == initID && b != initID
+	}
+	return a < b
+}
+
+// Process returns the process with id pid ("init" or an exec id).
+func (c *Container) Process(pid string) (*Process, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.processes[pid]
+	return p, ok
+}
+
+func (c *Container) addProcess(p *Process) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.processes[p.id] = p
+}
+
+// RemoveProcess forgets an exec whose exit has been handled: it closes the
+// daemon's fds, reaps the shim if it was this daemon's child and removes the
+// process dir. The init process goes away with Delete instead.
+func (c *Container) RemoveProcess(pid string) error {
+	if pid == initID {
+		return fmt.Errorf("container %q: remove process %q: the init process is removed by Delete: %w", c.rec.ID, pid, errdefs.ErrFailedPrecondition)
+	}
+	c.mu.Lock()
+	p, ok := c.processes[pid]
+	delete(c.processes, pid)
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("container %q: process %q: %w", c.rec.ID, pid, errdefs.ErrNotFound)
+	}
+	p.Close()
+	if err := os.RemoveAll(p.dir()); err != nil {
+		return fmt.Errorf("container %q: remove process %q: %w", c.rec.ID, pid, err)
+	}
+	return nil
+}

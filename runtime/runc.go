@@ -1,0 +1,168 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	gorunc "github.com/containerd/go-runc"
+	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/evjournal/containerd/specs"
+)
+
+// RuncError is a failed runc command the daemon ran directly. Its text is
+// v0.2's `<exit status>: "<runtime output>"` (compat doc 3.0); callers add
+// context by wrapping it.
+type RuncError struct {
+	Op     string // runc subcommand: "start", "pause", ...
+	Status int    // runc's exit status; -1 when runc could not run or gave no status
+	Output string // runc's combined output, or the failure to run it
+}
+
+func (e *RuncError) Error() string {
+	if e.Status < 0 {
+		return e.Output
+	}
+	return fmt.Sprintf("exit status %d: %q", e.Status, e.Output)
+}
+
+// Is classifies the failure: runc's "does not exist" is ErrNotFound, another
+// refusal (e.g. pausing a paused container) ErrFailedPrecondition, and a runc
+// that could not run at all ErrInternal.
+func (e *RuncError) Is(target error) bool {
+	switch {
+	case runcNotExist(e.Output):
+		return target == errdefs.ErrNotFound
+	case e.Status > 0:
+		return target == errdefs.ErrFailedPrecondition
+	}
+	return target == errdefs.ErrInternal
+}
+
+// runcNotExist recognises runc's message for an unknown container id: runc
+// gives no exit code for it, so the text is all there is.
+func runcNotExist(output string) bool { return strings.Contains(output, "does not exist") }
+
+// goRuncFailure is how go-runc formats a failed command: the exit error,
+// ": ", then runc's combined output. go-runc drops its typed *ExitError on
+// this path, so the status is read back from the text.
+var goRuncFailure = regexp.MustCompile(`(?s)^.* did not terminate successfully: exit status (\d+): (.*)$`)
+
+// runcError turns a go-runc error into a *RuncError wrapped with the
+// container and subcommand. A cancelled ctx wins over runc's own failure.
+func (c *Container) runcError(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("container %q: %s: %w", c.rec.ID, op, ctx.Err())
+	}
+	return fmt.Errorf("container %q: %s: %w", c.rec.ID, op, parseRuncError(op, err))
+}
+
+func parseRuncError(op string, err error) *RuncError {
+	m := goRuncFailure.FindStringSubmatch(err.Error())
+	if m == nil {
+		return &RuncError{Op: op, Status: -1, Output: err.Error()}
+	}
+	status, _ := strconv.Atoi(m[1])
+	return &RuncError{Op: op, Status: status, Output: m[2]}
+}
+
+// runc is a go-runc client for this container's runtime and global args.
+func (c *Container) runc() *gorunc.Runc {
+	return &gorunc.Runc{Command: c.rec.Runtime, ExtraArgs: c.rec.RuntimeArgs}
+}
+
+// Start runs `runc start <id>` for an init created without a checkpoint.
+func (c *Container) Start(ctx context.Context) error {
+	if err := c.runc().Start(ctx, c.rec.ID); err != nil {
+		return c.runcError(ctx, "start", err)
+	}
+	return nil
+}
+
+// Pause freezes the container (`runc pause`).
+func (c *Container) Pause(ctx context.Context) error {
+	if err := c.runc().Pause(ctx, c.rec.ID); err != nil {
+		return c.runcError(ctx, "pause", err)
+	}
+	return nil
+}
+
+// Resume thaws the container (`runc resume`).
+func (c *Container) Resume(ctx context.Context) error {
+	if err := c.runc().Resume(ctx, c.rec.ID); err != nil {
+		return c.runcError(ctx, "resume", err)
+	}
+	return nil
+}
+
+// Status is runc's view of the container: created, running, paused or stopped.
+func (c *Container) Status(ctx context.Context) (string, error) {
+	st, err := c.runc().State(ctx, c.rec.ID)
+	if err != nil {
+		return "", c.runcError(ctx, "state", err)
+	}
+	return st.Status, nil
+}
+
+// Pids lists the host pids of the container's processes (`runc ps`).
+func (c *Container) Pids(ctx context.Context) ([]int, error) {
+	pids, err := c.runc().Ps(ctx, c.rec.ID)
+	if err != nil {
+		return nil, c.runcError(ctx, "ps", err)
+	}
+	return pids, nil
+}
+
+// UpdateResources applies r with `runc update -r -`. A nil r is a no-op.
+func (c *Container) UpdateResources(ctx context.Context, r *specs.LinuxResources) error {
+	if r == nil {
+		return nil
+	}
+	if err := c.runc().Update(ctx, c.rec.ID, r); err != nil {
+		return c.runcError(ctx, "update", err)
+	}
+	return nil
+}
+
+// deleteRuncState runs `runc delete --force <id>` if the runc state of the id
+// is this incarnation's: it must not be older than the container record, so a
+// foreign container that happens to use the id in the same runc root (the
+// reason our runc create failed, say) is never killed. An unknown id is success.
+func (c *Container) deleteRuncState(ctx context.Context) error {
+	st, err := c.runc().State(ctx, c.rec.ID)
+	if err != nil {
+		if re := parseRuncError("state", err); runcNotExist(re.Output) && ctx.Err() == nil {
+			return nil
+		}
+		return c.runcError(ctx, "state", err)
+	}
+	if st.Created.Before(c.rec.Created) {
+		return nil
+	}
+	return c.forceDeleteRunc(ctx)
+}
+
+func (c *Container) forceDeleteRunc(ctx context.Context) error {
+	err := c.runc().Delete(ctx, c.rec.ID, &gorunc.DeleteOpts{Force: true})
+	if err == nil {
+		return nil
+	}
+	if re := parseRuncError("delete", err); runcNotExist(re.Output) && ctx.Err() == nil {
+		return nil
+	}
+	return c.runcError(ctx, "delete", err)
+}
+
+// clearStaleRuncState removes the runc state a previous, retired incarnation
+// of this id left behind (stopped: its init has exited), so that runc create
+// can reuse the id. A live runc container of that id is left alone; runc
+// create then fails and says why.
+func (c *Container) clearStaleRuncState(ctx context.Context) error {
+	st, err := c.runc().State(ctx, c.rec.ID)
+	if err != nil || st.Status != "stopped" {
+		return nil
+	}
+	return c.forceDeleteRunc(ctx)
+}

@@ -1,0 +1,122 @@
+package runtime
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// shimProc is a shim this daemon started: its pid and a pidfd to signal and
+// reap it without racing pid reuse.
+type shimProc struct {
+	pid   int
+	pidfd int
+}
+
+// startReport is the one JSON line the shim writes on its start pipe (fd 3).
+type startReport struct {
+	Pid   int    `json:"pid"`
+	Error string `json:"error"`
+}
+
+// lookShim resolves the shim binary; a missing one is "<shim> not installed on system".
+func lookShim(shim string) (string, error) {
+	path, err := exec.LookPath(shim)
+	if err != nil {
+		return "", shimNotInstalled(shim)
+	}
+	return path, nil
+}
+
+// spawnShim starts `<shim> <id> <bundle> <runtime>` in its own session with
+// cwd = dir, stdio on /dev/null and fd 3 = the write end of the start pipe,
+// whose read end it returns.
+func spawnShim(shim string, args []string, dir string) (*shimProc, *os.File, error) {
+	path, err := lookShim(shim)
+	if err != nil {
+		return nil, nil, err
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer null.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer w.Close()
+	sp, err := startProcess(path, args, dir, []*os.File{null, null, null, w})
+	if err != nil {
+		r.Close()
+		return nil, nil, err
+	}
+	return sp, r, nil
+}
+
+func startProcess(path string, args []string, dir string, files []*os.File) (*shimProc, error) {
+	pidfd := -1
+	proc, err := os.StartProcess(path, append([]string{path}, args...), &os.ProcAttr{
+		Dir: dir, Env: os.Environ(), Files: files,
+		Sys: &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, shimNotInstalled(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start shim %s: %w", path, err)
+	}
+	sp := &shimProc{pid: proc.Pid, pidfd: pidfd}
+	if sp.pidfd < 0 { // no pidfd from clone: the unreaped child's pid is still ours
+		sp.pidfd, _ = unix.PidfdOpen(proc.Pid, 0)
+	}
+	proc.Release() // the shim is reaped through the pidfd, never by os.Process
+	return sp, nil
+}
+
+// kill SIGKILLs the shim and reaps it (bounded).
+func (s *shimProc) kill() {
+	if s.pidfd < 0 {
+		return
+	}
+	unix.PidfdSendSignal(s.pidfd, unix.SIGKILL, nil, 0)
+	reapPidfd(s.pidfd, shimReapTimeout)
+	closeFD(&s.pidfd)
+}
+
+// readStartReport waits for the shim's start line, bounded by ctx and
+// timeout. Its errors are the v0.2 texts: ErrStartTimeout, ErrShimExited, or
+// ctx.Err() when the caller went away.
+func readStartReport(ctx context.Context, r *os.File, timeout time.Duration) (*startReport, error) {
+	if err := r.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { r.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, ErrStartTimeout
+	case err != nil && !errors.Is(err, io.EOF):
+		return nil, fmt.Errorf("read shim start report: %w", err)
+	case strings.TrimSpace(line) == "":
+		return nil, ErrShimExited
+	}
+	var rep startReport
+	if err := json.Unmarshal([]byte(line), &rep); err != nil {
+		return nil, fmt.Errorf("shim start report %q: %w", line, err)
+	}
+	return &rep, nil
+}

@@ -1,0 +1,189 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/evjournal/containerd/specs"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// Stdio are host paths (usually FIFOs the client made) for a process's
+// stdin, stdout and stderr; "" means /dev/null.
+type Stdio struct{ Stdin, Stdout, Stderr string }
+
+// CreateOpts describe the init process.
+type CreateOpts struct {
+	Stdio          Stdio
+	Checkpoint     string         // image dir to restore from; "" = fresh create
+	CheckpointOpts CheckpointOpts // restore settings; zero = those saved in <Checkpoint>/config.json
+}
+
+// Create starts the init process through a shim: `runc create` (or `runc
+// restore -d` from opts.Checkpoint). A fresh init is created, not started:
+// call Start once the exit and OOM monitors are armed. The error texts are
+// v0.2's (compat doc 3.0): *OCIRuntimeError, *ShimError, ErrShimExited,
+// ErrStartTimeout, ctx.Err(), "<shim> not installed on system". On failure
+// the shim is killed, the runc state deleted and the process dir removed;
+// the container dir stays for Delete.
+func (c *Container) Create(ctx context.Context, opts CreateOpts) (*Process, error) {
+	rec, err := c.initRecord(opts)
+	if err != nil {
+		return nil, err
+	}
+	before := func() error { return nil }
+	if opts.Checkpoint == "" {
+		before = func() error { return c.clearStaleRuncState(ctx) }
+	}
+	return c.startProcess(ctx, initID, rec, before)
+}
+
+func (c *Container) initRecord(opts CreateOpts) (processRecord, error) {
+	if c.spec == nil {
+		return processRecord{}, fmt.Errorf("container %q: bundle config.json unavailable: %w", c.rec.ID, errdefs.ErrFailedPrecondition)
+	}
+	rec := c.newRecord(*c.spec.Process, opts.Stdio)
+	rec.NoPivotRoot = c.rec.NoPivotRoot
+	if opts.Checkpoint != "" {
+		co, err := restoreOpts(opts.Checkpoint, opts.CheckpointOpts)
+		if err != nil {
+			return processRecord{}, fmt.Errorf("container %q: restore: %w", c.rec.ID, err)
+		}
+		rec.Checkpoint, rec.CheckpointOpts = opts.Checkpoint, co
+	}
+	return rec, nil
+}
+
+// Exec starts an extra process in the container (`runc exec -d`) through its
+// own shim, with the same errors and cleanup as Create. A process id in use
+// (including "init") is ErrAlreadyExists "mkdir <Root>/<ID>/<pid>: file exists".
+func (c *Container) Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio Stdio) (*Process, error) {
+	if err := ValidateID(pid); err != nil {
+		return nil, fmt.Errorf("container %q: exec: %w", c.rec.ID, err)
+	}
+	if pid == initID {
+		path := filepath.Join(c.Dir(), initID)
+		return nil, errdefs.Mark(&fs.PathError{Op: "mkdir", Path: path, Err: syscall.EEXIST}, errdefs.ErrAlreadyExists)
+	}
+	rec := c.newRecord(spec, stdio)
+	rec.Exec = true
+	return c.startProcess(ctx, pid, rec, func() error { return nil })
+}
+
+func (c *Container) newRecord(spec specs.ProcessSpec, stdio Stdio) processRecord {
+	uid, gid := rootIDs(c.spec)
+	return processRecord{
+		Process: spec, Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr,
+		Terminal: spec.Terminal, Runtime: c.rec.Runtime, RuntimeArgs: nonNil(c.rec.RuntimeArgs),
+		CheckpointOpts: shimCheckpointOpts{EmptyNS: []string{}}, RootUID: uid, RootGID: gid,
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// startProcess makes the process dir, runs before, then the shim, and
+// registers the process once the shim reports its pid.
+func (c *Container) startProcess(ctx context.Context, id string, rec processRecord, before func() error) (*Process, error) {
+	dir, err := c.mkProcessDir(id)
+	if err != nil {
+		return nil, err
+	}
+	p, err := c.prepareProcess(dir, id, rec)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("container %q: process %q: %w", c.rec.ID, id, err)
+	}
+	if err := before(); err != nil {
+		p.abortStart(ctx, nil)
+		return nil, err
+	}
+	sp, err := p.runShim(ctx)
+	if err != nil {
+		p.abortStart(ctx, sp)
+		return nil, err
+	}
+	c.addProcess(p)
+	return p, nil
+}
+
+// mkProcessDir creates Dir()/id under c.mu, so Retire cannot move the
+// container dir between choosing the path and creating it.
+func (c *Container) mkProcessDir(id string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retired {
+		return "", fmt.Errorf("container %q: its init has exited: %w", c.rec.ID, errdefs.ErrFailedPrecondition)
+	}
+	dir := filepath.Join(c.dirLocked(), id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return "", errdefs.Mark(err, errdefs.ErrAlreadyExists) // "mkdir <Root>/<ID>/<pid>: file exists"
+		}
+		return "", fmt.Errorf("container %q: %w", c.rec.ID, err)
+	}
+	return dir, nil
+}
+
+// prepareProcess writes process.json, makes the exit and control FIFOs and
+// opens them: exit before the shim starts, so its hang-up is never missed.
+func (c *Container) prepareProcess(dir, id string, rec processRecord) (*Process, error) {
+	if err := writeJSON(filepath.Join(dir, processFile), &rec); err != nil {
+		return nil, err
+	}
+	for _, name := range []string{exitFifo, controlFifo} {
+		if err := unix.Mkfifo(filepath.Join(dir, name), 0o600); err != nil {
+			return nil, &fs.PathError{Op: "mkfifo", Path: filepath.Join(dir, name), Err: err}
+		}
+	}
+	exitFD, controlFD, err := openFifos(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{c: c, id: id, rec: rec, exitFD: exitFD, controlFD: controlFD, shimPidfd: -1}, nil
+}
+
+// abortStart undoes a failed start: kill the shim (and, for an exec, the
+// process it may have started), delete the runc state of a failed init,
+// close the fds and remove the process dir.
+func (p *Process) abortStart(ctx context.Context, sp *shimProc) {
+	log := logrus.WithFields(logrus.Fields{"container": p.c.ID(), "pid": p.id})
+	if sp != nil {
+		sp.kill()
+	}
+	if p.rec.Exec {
+		p.killStartedExec()
+	} else if err := p.c.deleteRuncState(context.WithoutCancel(ctx)); err != nil {
+		log.WithError(err).Warn("failed start: runc delete")
+	}
+	p.Close()
+	if err := os.RemoveAll(p.dir()); err != nil {
+		log.WithError(err).Warn("failed start: remove process dir")
+	}
+}
+
+// killStartedExec kills an exec process runc started before the start
+// failed (e.g. the report timed out after `runc exec -d` wrote the pid file).
+func (p *Process) killStartedExec() {
+	dir := p.dir()
+	pid, _ := readPid(filepath.Join(dir, pidFile))
+	if pid == 0 {
+		return
+	}
+	start, _ := readOptionalUint(filepath.Join(dir, startTimeFile))
+	if start == 0 {
+		start, _ = StartTime(pid) // written by runc moments ago
+	}
+	signalVerified(pid, start, syscall.SIGKILL)
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Control message types: text lines "<type> <width> <height>\n" on the
+// control FIFO.
+const (
+	ctlCloseStdin = 0 // width and height are ignored
+	ctlResize     = 1 // resize the pty to width×height
+)
+
+type controlMsg struct {
+	kind          int
+	width, height uint16
+}
+
+// parseControl parses one control line; ok is false for a malformed one.
+func parseControl(line string) (msg controlMsg, ok bool) {
+	f := strings.Fields(line)
+	if len(f) != 3 {
+		return controlMsg{}, false
+	}
+	kind, err := strconv.Atoi(f[0])
+	if err != nil {
+		return controlMsg{}, false
+	}
+	w, err1 := strconv.ParseUint(f[1], 10, 16)
+	h, err2 := strconv.ParseUint(f[2], 10, 16)
+	if err1 != nil || err2 != nil {
+		return controlMsg{}, false
+	}
+	return controlMsg{kind: kind, width: uint16(w), height: uint16(h)}, true
+}
+
+// controller is what the control FIFO acts on.
+type controller interface {
+	closeStdin()
+	resize(width, height uint16)
+}
+
+// openControl opens the control FIFO read-write: the open does not wait for
+// the daemon, and reads never see EOF when the daemon closes its end (a new
+// daemon reopens it after a restart).
+func openControl(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open control fifo: %w", err)
+	}
+	return f, nil
+}
+
+// serveControl applies control lines to c until reading f fails. Malformed
+// lines, over-long ones and unknown types are skipped.
+func serveControl(f *os.File, c controller, log *logger) {
+	r := bufio.NewReaderSize(f, 256)
+	skipping := false // inside a line longer than the buffer
+	for {
+		line, err := r.ReadSlice('\n')
+		switch {
+		case err == bufio.ErrBufferFull:
+			skipping = true
+		case err != nil:
+			log.warnf("control fifo: %v; control messages are no longer read", err)
+			return
+		case skipping:
+			skipping = false
+		default:
+			apply(c, string(line))
+		}
+	}
+}
+
+func apply(c controller, line string) {
+	msg, ok := parseControl(line)
+	if !ok {
+		return
+	}
+	switch msg.kind {
+	case ctlCloseStdin:
+		c.closeStdin()
+	case ctlResize:
+		c.resize(msg.width, msg.height)
+	}
+}

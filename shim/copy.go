@@ -1,0 +1,126 @@
+package main
+
+import (
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// copyBufSize is small on purpose: each copy holds its buffer for the life
+// of the shim, and pipes hand out at most what they hold anyway.
+const copyBufSize = 8 << 10
+
+// copier moves bytes from src to dst until src ends (EOF, or EIO on a pty
+// master whose slave is gone), then runs its end hook and closes done.
+type copier struct {
+	src  io.Reader
+	dst  io.Writer
+	tee  *tail         // also gets the bytes while it records; may be nil
+	keep bool          // on a dst error keep reading src (discarding)
+	end  func()        // run once src ended; may be nil
+	last *atomic.Int64 // unix nanoseconds of the last byte moved; may be nil
+	done chan struct{}
+}
+
+func (c *copier) start() *copier {
+	c.done = make(chan struct{})
+	go c.run()
+	return c
+}
+
+func (c *copier) run() {
+	defer close(c.done)
+	if c.end != nil {
+		defer c.end()
+	}
+	buf := make([]byte, copyBufSize)
+	for {
+		n, err := c.src.Read(buf)
+		if n > 0 && !c.write(buf[:n]) {
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// write passes p on; false means stop copying.
+func (c *copier) write(p []byte) bool {
+	if c.tee != nil {
+		c.tee.Write(p)
+	}
+	if c.last != nil {
+		c.last.Store(time.Now().UnixNano())
+	}
+	if c.dst == nil {
+		return true
+	}
+	if _, err := c.dst.Write(p); err != nil {
+		// An output whose reader is gone still drains the process's side,
+		// so the process never blocks on a full pipe.
+		c.dst = nil
+		return c.keep
+	}
+	return true
+}
+
+// drain waits until every copier is done, or until no byte has moved for
+// idle (a process that left a child holding its stdout, or a client that
+// stopped reading): then it gives up and reports false.
+func drain(copies []*copier, last *atomic.Int64, idle time.Duration) bool {
+	t := time.NewTimer(idle)
+	defer t.Stop()
+	for _, c := range copies {
+		for waiting := true; waiting; {
+			select {
+			case <-c.done:
+				waiting = false
+			case <-t.C:
+				quiet := time.Duration(time.Now().UnixNano() - last.Load())
+				if quiet >= idle {
+					return false
+				}
+				t.Reset(idle - quiet)
+			}
+		}
+	}
+	return true
+}
+
+// tailMax is how much of runc's stderr is kept for its error message.
+const tailMax = 4 << 10
+
+// tail keeps the last tailMax bytes written to it until it is stopped: it
+// records runc's stderr during the start, as the fallback for its error.
+type tail struct {
+	mu      sync.Mutex
+	buf     []byte // guarded by mu
+	stopped bool   // guarded by mu
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.stopped {
+		t.buf = append(t.buf, p...)
+		if len(t.buf) > tailMax {
+			t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailMax:]...)
+		}
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// stop drops what was recorded and records no more.
+func (t *tail) stop() {
+	t.mu.Lock()
+	t.stopped, t.buf = true, nil
+	t.mu.Unlock()
+}

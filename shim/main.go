@@ -1,0 +1,120 @@
+// Command containerd-shim holds the life of ONE container process (the init
+// or one exec) for the containerd daemon, so that the process outlives the
+// daemon. It is started as
+//
+//	containerd-shim <container-id> <bundle> <runtime>
+//
+// in the process's state directory, with the start pipe as fd 3. It runs
+// `runc create` (or `exec -d`, `restore -d`), reports the pid or runc's own
+// error on the start pipe, copies the process's stdio, obeys the control
+// fifo, reaps every child, and on the process's exit writes exitStatus and
+// exits, which hangs up the exit fifo the daemon watches. docs/shim-contract.md
+// is the full agreement with the daemon.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	tune()
+	os.Exit(run(os.Args))
+}
+
+// tune keeps the shim small: there is one shim per container process, and
+// an idle shim only waits on a few fds, so it needs one P and a tight heap.
+func tune() {
+	runtime.GOMAXPROCS(1)
+	debug.SetGCPercent(20)
+	debug.SetMemoryLimit(4 << 20)
+}
+
+// args are the shim's three positional arguments.
+type args struct {
+	id      string
+	bundle  string
+	runtime string
+}
+
+func parseArgs(argv []string) (args, error) {
+	if len(argv) != 4 {
+		return args{}, errors.New("usage: containerd-shim <container-id> <bundle> <runtime>")
+	}
+	a := args{id: argv[1], bundle: argv[2], runtime: argv[3]}
+	if a.id == "" || a.bundle == "" {
+		return args{}, errors.New("container id and bundle must not be empty")
+	}
+	return a, nil
+}
+
+// run is the whole life of the shim; its result is the shim's exit code:
+// 0 once the container process has exited and its status is written, 1 when
+// the process could not be started (or the shim could not set itself up).
+func run(argv []string) int {
+	sp := openStartPipe()
+	log := openLog("shim-log.json")
+	s, err := setup(argv, log)
+	if err != nil {
+		log.errorf("%v", err)
+		sp.fail(err)
+		return 1
+	}
+	return s.run(sp)
+}
+
+// setup does what must hold before anything is started: a session of our
+// own, the child subreaper flag, the reaper, the exit fifo held open, our
+// pid files, and process.json.
+func setup(argv []string, log *logger) (*shim, error) {
+	a, err := parseArgs(argv)
+	if err != nil {
+		return nil, err
+	}
+	unix.Setsid() // EPERM when the daemon already made us a session leader
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("set child subreaper: %w", err)
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	s := &shim{args: a, dir: dir, log: log, reaper: newReaper()}
+	if err := holdExitFifo("exit"); err != nil {
+		return nil, err
+	}
+	if err := writeSelf(dir); err != nil {
+		return nil, err
+	}
+	if s.cfg, err = readConfig("process.json"); err != nil {
+		return nil, err
+	}
+	if a.runtime != "" { // the command line wins over process.json
+		s.cfg.Runtime = a.runtime
+	}
+	if s.cfg.Runtime == "" {
+		s.cfg.Runtime = "runc"
+	}
+	return s, nil
+}
+
+// exitFifo is the write end of the exit fifo. It is never written to nor
+// closed: the kernel closes it when the shim exits, and that hang-up is how
+// the daemon learns the shim is gone. A raw fd, so no finalizer can close it.
+var exitFifo = -1
+
+func holdExitFifo(path string) error {
+	// The daemon opened the read end before starting us, so this does not
+	// block; without a reader it fails with ENXIO instead of hanging.
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open exit fifo: %w", err)
+	}
+	exitFifo = fd
+	return nil
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// reaper is the shim's only waiter for children. As a child subreaper the
+// shim inherits the container process and every orphan under it, besides the
+// runc commands it starts; one loop driven by SIGCHLD reaps them all with
+// wait4(-1) and hands each status to whoever waits for that pid.
+//
+// Nothing else may wait: no os/exec Wait that could steal a status from the
+// loop, or have its own stolen. A command is started with mu held and its
+// pid registered before mu is released, and the loop reaps only with mu
+// held, so a child is never reaped before its waiter is known.
+type reaper struct {
+	mu sync.Mutex
+	// waiters maps a pid to the channel (capacity 1) that gets its status.
+	// Guarded by mu.
+	waiters map[int]chan unix.WaitStatus
+	// selective, while true, makes the loop reap only the pids in waiters:
+	// until the shim has claimed the container process and read its start
+	// time, that process must stay visible in /proc (as a zombie at worst).
+	// Guarded by mu.
+	selective bool
+
+	sigs chan os.Signal
+	stop chan struct{}
+	done chan struct{}
+}
+
+// newReaper starts the reaper loop. It begins selective (see the field).
+func newReaper() *reaper {
+	r := &reaper{
+		waiters:   map[int]chan unix.WaitStatus{},
+		selective: true,
+		sigs:      make(chan os.Signal, 1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	signal.Notify(r.sigs, unix.SIGCHLD)
+	go r.loop()
+	return r
+}
+
+func (r *reaper) loop() {
+	defer close(r.done)
+	for {
+		select {
+		case <-r.sigs:
+			r.reap()
+		case <-r.stop:
+			return
+		}
+	}
+}
+
+// close stops the loop (for tests; the shim's reaper lives as long as it).
+func (r *reaper) close() {
+	signal.Stop(r.sigs)
+	close(r.stop)
+	<-r.done
+}
+
+// start runs the program at path with argv and attr, and returns its pid
+// and the channel that will get its wait status.
+func (r *reaper) start(path string, argv []string, attr *syscall.ProcAttr) (int, <-chan unix.WaitStatus, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pid, err := syscall.ForkExec(path, argv, attr)
+	if err != nil {
+		return 0, nil, err
+	}
+	return pid, r.watchLocked(pid), nil
+}
+
+// claim returns the channel that will get the status of pid, a child the
+// shim did not start itself (the container process, inherited from runc).
+func (r *reaper) claim(pid int) <-chan unix.WaitStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.watchLocked(pid)
+}
+
+func (r *reaper) watchLocked(pid int) chan unix.WaitStatus {
+	ch := make(chan unix.WaitStatus, 1)
+	r.waiters[pid] = ch
+	return ch
+}
+
+// reapAll ends the selective phase: from now on every child is reaped,
+// including any that exited during it.
+func (r *reaper) reapAll() {
+	r.mu.Lock()
+	r.selective = false
+	r.mu.Unlock()
+	r.reap()
+}
+
+// reap collects every exited child that may be reaped now. SIGCHLD
+// coalesces, so one signal may stand for many exits: loop until none is left.
+func (r *reaper) reap() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.selective {
+		for pid := range r.waiters {
+			r.wait(pid)
+		}
+		return
+	}
+	for r.wait(-1) {
+	}
+}
+
+// wait reaps pid (or any child for -1) without blocking and delivers its
+// status; it reports whether a child was reaped.
+func (r *reaper) wait(pid int) bool {
+	var ws unix.WaitStatus
+	got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	for err == unix.EINTR {
+		got, err = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	}
+	if err != nil || got <= 0 {
+		return false
+	}
+	if ch, ok := r.waiters[got]; ok {
+		delete(r.waiters, got)
+		ch <- ws
+	}
+	return true
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// startFd is where the daemon hands us the write end of the start pipe.
+const startFd = 3
+
+// startPipe reports the result of the start to the daemon: ONE JSON line,
+// {"pid":N} or {"error":"..."}, then the pipe is closed. EOF without a line
+// tells the daemon the shim died before the process was started.
+type startPipe struct {
+	f *os.File // nil when fd 3 was not given (then reports go nowhere)
+}
+
+// openStartPipe takes fd 3 and marks it close-on-exec, so neither runc nor
+// the container inherits it and keeps the daemon from seeing EOF.
+func openStartPipe() *startPipe {
+	if _, err := unix.FcntlInt(startFd, unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		return &startPipe{}
+	}
+	return &startPipe{f: os.NewFile(startFd, "start-pipe")}
+}
+
+type startResult struct {
+	Pid   int    `json:"pid,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+func (p *startPipe) started(pid int) { p.send(startResult{Pid: pid}) }
+
+func (p *startPipe) fail(err error) { p.send(startResult{Error: err.Error()}) }
+
+func (p *startPipe) send(r startResult) {
+	if p.f == nil {
+		return
+	}
+	line, _ := json.Marshal(r)
+	p.f.Write(append(line, '\n'))
+	p.f.Close()
+	p.f = nil
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// writeFileAtomic makes dir/name hold data or leave it as it was, even if
+// the machine crashes: write a temp file, fsync it, rename it over name,
+// fsync the dir. Files are mode 0600 (see the contract).
+func writeFileAtomic(dir, name string, data []byte) error {
+	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return err
+	}
+	if err := writeSync(tmp, data); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return syncDir(dir)
+}
+
+func writeSync(f *os.File, data []byte) error {
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// shellStatus is a wait status in the shell's convention: the exit code,
+// or 128+signal for a process killed by a signal.
+func shellStatus(ws unix.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
+
+// writeExitStatus records the container process's exit: the one fact the
+// daemon must be able to read once our exit fifo hangs up.
+func writeExitStatus(dir string, ws unix.WaitStatus) error {
+	return writeFileAtomic(dir, "exitStatus", []byte(strconv.Itoa(shellStatus(ws))))
+}
+
+// writeSelf writes shim.pid and shim.starttime, so that after a daemon
+// restart our pid can be told from a reused one.
+func writeSelf(dir string) error {
+	pid := os.Getpid()
+	start, err := startTime(pid)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(dir, "shim.pid", []byte(strconv.Itoa(pid))); err != nil {
+		return err
+	}
+	return writeFileAtomic(dir, "shim.starttime", []byte(start))
+}
+
+// startTime is field 22 of /proc/PID/stat: the process's start time in clock
+// ticks since boot. A zombie still has it, so it is readable until reaped.
+func startTime(pid int) (string, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", err
+	}
+	return statField(data, 22)
+}
+
+// statField returns field n (1-based, as in proc(5)) of a /proc/PID/stat
+// line. Field 2, the command name, may hold spaces and parentheses, so the
+// count restarts after its last ')'.
+func statField(stat []byte, n int) (string, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || n < 3 {
+		return "", errors.New("malformed /proc stat")
+	}
+	fields := bytes.Fields(stat[i+1:])
+	if len(fields) < n-2 {
+		return "", errors.New("short /proc stat")
+	}
+	return string(fields[n-3]), nil
+}
+
+// readPidFile reads the pid runc wrote with --pid-file.
+func readPidFile(path string) (int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(data)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("bad pid file %s: %q", path, data)
+	}
+	return pid, nil
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// stdio joins the container process's stdio to the client's paths ("" is
+// /dev/null). Without a terminal the process gets OS pipes (as runc's own
+// fds 0, 1, 2, which runc passes on) and copies run FIFO → pipe → FIFO;
+// with one, the pty master that runc sends to our console socket.
+//
+// Fds are opened close-on-exec and non-blocking on our side, so every copy
+// parks in the Go poller instead of holding a thread. On a setup error the
+// shim exits, which closes whatever was opened.
+type stdio struct {
+	child      [3]int   // runc's fds 0, 1, 2; closed once runc ran
+	stdinR     *os.File // read end of the client's stdin FIFO; nil without stdin
+	runcStderr tail     // runc's stderr during the start (error fallback)
+	stderrCopy *copier  // the copy that records runcStderr; nil if none
+	outputs    []*copier
+	last       atomic.Int64 // last byte moved by an output copy (unix ns)
+	tty        *tty         // nil without a terminal
+
+	mu sync.Mutex
+	// keepAlive is a write handle on the stdin FIFO, so the process sees
+	// EOF only after close-stdin AND the client's close. Guarded by mu.
+	keepAlive *os.File
+}
+
+func newStdio(cfg *processConfig) (*stdio, error) {
+	s := &stdio{}
+	s.last.Store(time.Now().UnixNano())
+	if err := s.openStdin(cfg.Stdin); err != nil {
+		return nil, err
+	}
+	null, err := unix.Open(os.DevNull, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	s.child = [3]int{null, null, null}
+	if cfg.Terminal {
+		return s, s.openTerminal()
+	}
+	return s, s.openPipes(cfg)
+}
+
+// openStdin opens the client's stdin FIFO: first the keep-alive write
+// handle (a FIFO opened read-write never blocks), then the read end, which
+// then does not block either.
+func (s *stdio) openStdin(path string) error {
+	if path == "" {
+		return nil
+	}
+	keep, err := os.OpenFile(path, os.O_RDWR|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return fmt.Errorf("open stdin: %w", err)
+	}
+	r, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return fmt.Errorf("open stdin: %w", err)
+	}
+	s.keepAlive, s.stdinR = keep, r
+	return nil
+}
+
+// openOutput opens a client's output path read-write: the open never waits
+// for a reader, and a write never fails with EPIPE when the client goes
+// away (it waits for a new reader while the FIFO is full).
+func openOutput(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open output: %w", err)
+	}
+	return f, nil
+}
+
+// openPipes gives the process a pipe for each stdio path that is set and
+// starts copying: stdin FIFO → pipe, pipes → output paths.
+func (s *stdio) openPipes(cfg *processConfig) error {
+	if s.stdinR != nil {
+		child, w, err := newPipe(false, cfg)
+		if err != nil {
+			return err
+		}
+		s.child[0] = child
+		(&copier{src: s.stdinR, dst: w, end: func() { w.Close(); s.stdinR.Close() }}).start()
+	}
+	for i, path := range []string{cfg.Stdout, cfg.Stderr} {
+		if path == "" {
+			continue
+		}
+		if err := s.pipeOut(i+1, path, cfg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pipeOut makes the pipe for fd (1 or 2) and copies it to path. runc's own
+// stderr is the process's, so the stderr copy also records runc's message.
+func (s *stdio) pipeOut(fd int, path string, cfg *processConfig) error {
+	dst, err := openOutput(path)
+	if err != nil {
+		return err
+	}
+	child, r, err := newPipe(true, cfg)
+	if err != nil {
+		return err
+	}
+	s.child[fd] = child
+	c := &copier{src: r, dst: dst, keep: true, last: &s.last}
+	if fd == 2 {
+		c.tee = &s.runcStderr
+		s.stderrCopy = c
+	}
+	s.outputs = append(s.outputs, c.start())
+	return nil
+}
+
+// newPipe makes a pipe and returns the end runc gets (blocking, as the
+// process expects) and our end (non-blocking, in the poller). read says
+// which end is ours. The pipe is given to the host ids of container root.
+func newPipe(read bool, cfg *processConfig) (int, *os.File, error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return -1, nil, err
+	}
+	child, ours := p[0], p[1]
+	if read {
+		child, ours = p[1], p[0]
+	}
+	if cfg.RootUID != 0 || cfg.RootGID != 0 {
+		if err := unix.Fchown(child, cfg.RootUID, cfg.RootGID); err != nil {
+			return -1, nil, fmt.Errorf("chown stdio pipe: %w", err)
+		}
+	}
+	if err := unix.SetNonblock(ours, true); err != nil {
+		return -1, nil, err
+	}
+	return child, os.NewFile(uintptr(ours), "pipe"), nil
+}
+
+// openTerminal prepares the console socket; runc's stderr (the process's
+// stdio is the pty) goes to a pipe read into runcStderr.
+func (s *stdio) openTerminal() error {
+	t, err := newTTY()
+	if err != nil {
+		return err
+	}
+	s.tty = t
+	child, r, err := newPipe(true, &processConfig{})
+	if err != nil {
+		return err
+	}
+	s.child[2] = child
+	s.stderrCopy = (&copier{src: r, tee: &s.runcStderr, keep: true, end: func() { r.Close() }}).start()
+	return nil
+}
+
+// failedRuncStderr is what a failed runc wrote to its stderr: it waits
+// (bounded) for the copy to reach EOF, which comes once runc and the
+// process it could not start are gone.
+func (s *stdio) failedRuncStderr(timeout time.Duration) string {
+	if s.stderrCopy == nil {
+		return ""
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-s.stderrCopy.done:
+	case <-t.C:
+	}
+	return s.runcStderr.String()
+}
+
+// close releases what a failed start leaves: the console socket.
+func (s *stdio) close() {
+	if s.tty != nil {
+		s.tty.close()
+	}
+}
+
+// closeChild closes our copies of runc's fds once runc has run, so that the
+// copies see EOF when the process (and runc) are gone.
+func (s *stdio) closeChild() {
+	closed := map[int]bool{}
+	for _, fd := range s.child {
+		if !closed[fd] {
+			unix.Close(fd)
+			closed[fd] = true
+		}
+	}
+}
+
+// attachTerminal receives the pty master from runc and starts copying
+// stdin FIFO → master → stdout path.
+func (s *stdio) attachTerminal(cfg *processConfig, timeout time.Duration) error {
+	con, err := s.tty.receive(timeout)
+	if err != nil {
+		return err
+	}
+	if s.stdinR != nil {
+		(&copier{src: s.stdinR, dst: con, end: func() { s.stdinR.Close() }}).start()
+	}
+	var dst io.Writer
+	if cfg.Stdout != "" {
+		f, err := openOutput(cfg.Stdout)
+		if err != nil {
+			return err
+		}
+		dst = f
+	}
+	c := &copier{src: con, dst: dst, keep: true, last: &s.last}
+	s.outputs = append(s.outputs, c.start())
+	return nil
+}
+
+// closeStdin drops the keep-alive handle: once the client has closed its
+// end too and its data is copied, the process reads EOF.
+func (s *stdio) closeStdin() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.keepAlive != nil {
+		s.keepAlive.Close()
+		s.keepAlive = nil
+	}
+}
+
+// resize sets the pty's size; without a terminal it does nothing.
+func (s *stdio) resize(width, height uint16) {
+	if s.tty != nil {
+		s.tty.resize(width, height)
+	}
+}
+
+// drain waits for the output copies to end (see drain).
+func (s *stdio) drain(idle time.Duration) bool {
+	return drain(s.outputs, &s.last, idle)
+}

@@ -1,0 +1,149 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/evjournal/containerd/monitor"
+	"github.com/evjournal/containerd/runtime"
+	"github.com/evjournal/containerd/supervisor/journal"
+)
+
+// CreateContainer creates and starts a container. Its start-container event
+// is journaled and published before the reply, and comes before any other
+// event of this incarnation. A failed start publishes nothing and leaves the
+// id free when the error is returned.
+func (s *Supervisor) CreateContainer(ctx context.Context, r CreateRequest) (ContainerInfo, error) {
+	if err := runtime.ValidateID(r.ID); err != nil {
+		return ContainerInfo{}, err
+	}
+	return call(ctx, s, "create", func(done func(ContainerInfo, error)) {
+		s.startCreate(ctx, r, done)
+	})
+}
+
+// startCreate reserves the id in the loop, then runs the slow part on a
+// worker, behind any pending work (a delete) of an old incarnation.
+func (s *Supervisor) startCreate(ctx context.Context, r CreateRequest, done func(ContainerInfo, error)) {
+	if _, ok := s.containers[r.ID]; ok {
+		err := fmt.Errorf("mkdir %s: file exists", filepath.Join(s.cfg.StateDir, r.ID))
+		done(ContainerInfo{}, errdefs.Mark(err, errdefs.ErrAlreadyExists))
+		return
+	}
+	e := newEntry(r.ID)
+	s.containers[r.ID] = e
+	var c Container
+	var p Process
+	start := time.Now()
+	s.enqueue(r.ID, step{
+		name: "create",
+		work: func(context.Context) error {
+			var err error
+			c, p, err = s.createWork(ctx, r)
+			return err
+		},
+		apply: func(err error) {
+			s.m.startTime.UpdateSince(start)
+			s.finishCreate(e, c, p, err, done)
+		},
+	})
+}
+
+// createWork runs on a worker: state dir, shim, runc create, OOM watch (armed
+// before start so an early OOM is not missed), runc start. On failure it
+// removes everything it made before returning.
+func (s *Supervisor) createWork(ctx context.Context, r CreateRequest) (Container, Process, error) {
+	c, err := s.rt.New(s.containerOpts(r))
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := runtime.CreateOpts{Stdio: r.Stdio}
+	if r.Checkpoint != "" {
+		dir := r.CheckpointDir
+		if dir == "" {
+			dir = filepath.Join(r.Bundle, "checkpoints")
+		}
+		opts.Checkpoint = filepath.Join(dir, r.Checkpoint)
+	}
+	p, err := c.Create(ctx, opts)
+	if err != nil {
+		s.cleanupFailed(c, nil)
+		return nil, nil, err
+	}
+	s.watchOOM(c)
+	if r.Checkpoint == "" {
+		if err := c.Start(ctx); err != nil {
+			s.cleanupFailed(c, p)
+			return nil, nil, err
+		}
+	}
+	return c, p, nil
+}
+
+func (s *Supervisor) containerOpts(r CreateRequest) runtime.ContainerOpts {
+	o := runtime.ContainerOpts{
+		Root: s.cfg.StateDir, ID: r.ID, Bundle: r.Bundle, Labels: r.Labels, NoPivotRoot: r.NoPivotRoot,
+		Runtime: s.cfg.Runtime, RuntimeArgs: s.cfg.RuntimeArgs, Shim: s.cfg.Shim, StartTimeout: s.cfg.StartTimeout,
+	}
+	if r.Runtime != "" {
+		// v0.2 rule: a runtime named in the request brings its own args.
+		o.Runtime, o.RuntimeArgs = r.Runtime, r.RuntimeArgs
+	}
+	return o
+}
+
+func (s *Supervisor) watchOOM(c Container) {
+	v1, v2 := c.OOMCgroups()
+	if v1 == "" && v2 == "" {
+		s.log.WithField("container", c.ID()).Warn("no memory cgroup found: OOM events will not be reported")
+		return
+	}
+	if err := s.mon.MonitorOOM(monitor.OOMSource{ID: c.ID(), V1Dir: v1, V2Dir: v2}); err != nil {
+		s.log.WithError(err).WithField("container", c.ID()).Warn("cannot watch for OOM kills")
+	}
+}
+
+// cleanupFailed undoes a create that failed after the state dir was made.
+func (s *Supervisor) cleanupFailed(c Container, p Process) {
+	s.mon.StopOOM(c.ID())
+	if p != nil {
+		p.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Delete(ctx); err != nil {
+		s.log.WithError(err).WithField("container", c.ID()).Error("cleanup of a failed start")
+	}
+}
+
+func (s *Supervisor) finishCreate(e *entry, c Container, p Process, err error, done func(ContainerInfo, error)) {
+	if err != nil {
+		delete(s.containers, e.id)
+		done(ContainerInfo{}, err)
+		return
+	}
+	e.c, e.init, e.status, e.created = c, p, StatusRunning, s.clock.Now()
+	s.procs[p] = e
+	s.m.containers.Update(int64(len(s.containers)))
+	s.emit(s.event(journal.TypeStartContainer, e, "", 0))
+	if e.pendingOOM {
+		e.pendingOOM = false
+		s.emit(s.event(journal.TypeOOM, e, "", 0))
+	}
+	if err := s.mon.Monitor(p); err != nil {
+		s.log.WithError(err).WithField("container", e.id).Error("cannot monitor init; reconcile will find its exit")
+	}
+	info := e.info()
+	s.afterCommit(func() { done(info, nil) })
+}
+
+// errNotRunning wraps the not-running error with the container id.
+func errNotRunning(id string) error {
+	return fmt.Errorf("container %q: %w", id, ErrContainerNotRunning)
+}
+
+var _ = errors.Is

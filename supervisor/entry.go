@@ -1,0 +1,65 @@
+package supervisor
+
+import "time"
+
+// entry is the loop's record of one container incarnation. Owned by the loop.
+type entry struct {
+	id       string
+	c        Container // nil while the container is being created
+	status   string    // creating, running, paused, stopped
+	init     Process
+	execs    map[string]Process
+	reserved map[string]bool // exec ids whose creation is in progress
+	exiting  map[Process]bool
+	// initExit holds the init's exit status while execs are still running:
+	// their exits are published first.
+	initExit   *uint32
+	pendingOOM bool // an OOM seen while the container was being created
+	removed    bool
+	created    time.Time
+}
+
+const statusCreating = "creating"
+
+func newEntry(id string) *entry {
+	return &entry{id: id, status: statusCreating, execs: map[string]Process{},
+		reserved: map[string]bool{}, exiting: map[Process]bool{}}
+}
+
+// process finds a process of the entry by its client-side id.
+func (e *entry) process(pid string) (Process, bool) {
+	if pid == "init" && e.init != nil {
+		return e.init, true
+	}
+	p, ok := e.execs[pid]
+	return p, ok
+}
+
+// running reports whether the container accepts execs and signals.
+func (e *entry) running() bool {
+	return (e.status == StatusRunning || e.status == StatusPaused) && e.initExit == nil
+}
+
+// info is the snapshot State and CreateContainer return.
+func (e *entry) info() ContainerInfo {
+	status := e.status
+	if status == statusCreating || e.initExit != nil {
+		status = StatusStopped
+	}
+	ci := ContainerInfo{ID: e.id, Status: status}
+	if e.c == nil {
+		return ci
+	}
+	ci.Bundle, ci.Labels, ci.Runtime, ci.Incarnation = e.c.Bundle(), e.c.Labels(), e.c.Runtime(), e.c.Incarnation()
+	if e.init != nil {
+		ci.Processes = append(ci.Processes, processInfo(e.init))
+	}
+	for _, p := range e.execs {
+		ci.Processes = append(ci.Processes, processInfo(p))
+	}
+	return ci
+}
+
+func processInfo(p Process) ProcessInfo {
+	return ProcessInfo{ID: p.ID(), SystemPid: p.SystemPid(), Spec: p.Spec(), Stdio: p.Stdio()}
+}

@@ -1,0 +1,69 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/evjournal/containerd/runtime"
+	"github.com/evjournal/containerd/supervisor/journal"
+)
+
+// Exec starts a process in a running container and returns its host pid.
+// start-process is journaled and published before the reply.
+func (s *Supervisor) Exec(ctx context.Context, r ExecRequest) (int, error) {
+	if err := runtime.ValidateID(r.Pid); err != nil {
+		return 0, fmt.Errorf("process id: %w", err)
+	}
+	return call(ctx, s, "exec", func(done func(int, error)) { s.startExec(ctx, r, done) })
+}
+
+func (s *Supervisor) startExec(ctx context.Context, r ExecRequest, done func(int, error)) {
+	e, ok := s.containers[r.ID]
+	if !ok {
+		done(0, ErrContainerNotFound)
+		return
+	}
+	if !e.running() || e.c == nil {
+		done(0, errNotRunning(r.ID))
+		return
+	}
+	if _, taken := e.process(r.Pid); taken || e.reserved[r.Pid] || r.Pid == "init" {
+		err := fmt.Errorf("mkdir %s: file exists", filepath.Join(s.cfg.StateDir, r.ID, r.Pid))
+		done(0, errdefs.Mark(err, errdefs.ErrAlreadyExists))
+		return
+	}
+	e.reserved[r.Pid] = true
+	var p Process
+	start := time.Now()
+	s.enqueue(r.ID, step{
+		name: "exec",
+		work: func(context.Context) error {
+			var err error
+			p, err = e.c.Exec(ctx, r.Pid, r.Spec, r.Stdio)
+			return err
+		},
+		apply: func(err error) {
+			s.m.execTime.UpdateSince(start)
+			s.finishExec(e, r.Pid, p, err, done)
+		},
+	})
+}
+
+func (s *Supervisor) finishExec(e *entry, pid string, p Process, err error, done func(int, error)) {
+	delete(e.reserved, pid)
+	if err != nil {
+		done(0, err)
+		return
+	}
+	e.execs[pid] = p
+	s.procs[p] = e
+	s.emit(s.event(journal.TypeStartProcess, e, pid, 0))
+	if err := s.mon.Monitor(p); err != nil {
+		s.log.WithError(err).WithField("container", e.id).Error("cannot monitor exec; reconcile will find its exit")
+	}
+	syspid := p.SystemPid()
+	s.afterCommit(func() { done(syspid, nil) })
+}

@@ -1,0 +1,331 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/evjournal/containerd/monitor"
+	"github.com/evjournal/containerd/runtime"
+	"github.com/evjournal/containerd/specs"
+)
+
+// fakeRuntime models containers in memory, persistent across supervisors
+// (like a state dir), so restore can be tested without runc.
+type fakeRuntime struct {
+	mu         sync.Mutex
+	live       map[string]*fakeContainer
+	retired    []*fakeContainer
+	failRetire int // Retire fails this many more times
+	failStart  error
+	n          int
+}
+
+func newFakeRuntime() *fakeRuntime { return &fakeRuntime{live: map[string]*fakeContainer{}} }
+
+type fakeContainer struct {
+	rt          *fakeRuntime
+	id, inc     string
+	procs       map[string]*fakeProcess
+	retiredFlag bool
+	deleted     bool
+}
+
+type fakeProcess struct {
+	c         *fakeContainer
+	id        string
+	mu        sync.Mutex
+	dead      bool
+	status    uint32
+	published bool
+	pid       int
+}
+
+func (r *fakeRuntime) New(o runtime.ContainerOpts) (Container, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.live[o.ID]; ok {
+		return nil, errdefs.Mark(fmt.Errorf("mkdir %s: file exists", o.ID), errdefs.ErrAlreadyExists)
+	}
+	r.n++
+	c := &fakeContainer{rt: r, id: o.ID, inc: fmt.Sprintf("inc%d", r.n), procs: map[string]*fakeProcess{}}
+	r.live[o.ID] = c
+	return c, nil
+}
+
+func (r *fakeRuntime) Load(root, id string) (Container, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.live[id]
+	if !ok {
+		return nil, fmt.Errorf("no such container %s", id)
+	}
+	return c, nil
+}
+
+func (r *fakeRuntime) ListIDs(string) ([]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for id := range r.live {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+func (r *fakeRuntime) Retired(string) ([]Container, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Container
+	for _, c := range r.retired {
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func (r *fakeRuntime) SetAside(root, id, reason string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.live, id)
+	return nil
+}
+
+func (c *fakeContainer) ID() string          { return c.id }
+func (c *fakeContainer) Bundle() string      { return "/bundle/" + c.id }
+func (c *fakeContainer) Labels() []string    { return nil }
+func (c *fakeContainer) Runtime() string     { return "fake" }
+func (c *fakeContainer) Incarnation() string { return c.inc }
+
+func (c *fakeContainer) newProc(id string) *fakeProcess {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	c.rt.n++
+	p := &fakeProcess{c: c, id: id, pid: 1000 + c.rt.n}
+	c.procs[id] = p
+	return p
+}
+
+func (c *fakeContainer) Create(ctx context.Context, o runtime.CreateOpts) (Process, error) {
+	return c.newProc("init"), nil
+}
+
+func (c *fakeContainer) Start(ctx context.Context) error {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	return c.rt.failStart
+}
+
+func (c *fakeContainer) Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio) (Process, error) {
+	return c.newProc(pid), nil
+}
+
+func (c *fakeContainer) Processes() []Process {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	var out []Process
+	if p, ok := c.procs["init"]; ok {
+		out = append(out, p)
+	}
+	var ids []string
+	for id := range c.procs {
+		if id != "init" {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		out = append(out, c.procs[id])
+	}
+	return out
+}
+
+func (c *fakeContainer) RemoveProcess(pid string) error {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	delete(c.procs, pid)
+	return nil
+}
+
+func (c *fakeContainer) Pause(context.Context) error             { return nil }
+func (c *fakeContainer) Resume(context.Context) error            { return nil }
+func (c *fakeContainer) Pids(context.Context) ([]int, error)     { return []int{c.procs["init"].pid}, nil }
+func (c *fakeContainer) OOMCgroups() (string, string)            { return "/fake/memory/" + c.id, "" }
+func (c *fakeContainer) Stats(context.Context) (*runtime.Stats, error) { return &runtime.Stats{}, nil }
+func (c *fakeContainer) UpdateResources(context.Context, *specs.LinuxResources) error {
+	return nil
+}
+func (c *fakeContainer) Checkpoint(context.Context, string, runtime.CheckpointOpts) error {
+	return errors.New("not supported by the fake")
+}
+func (c *fakeContainer) Checkpoints(string) ([]runtime.Checkpoint, error) { return nil, nil }
+func (c *fakeContainer) DeleteCheckpoint(string, string) error          { return nil }
+
+func (c *fakeContainer) Retire() error {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	if c.retiredFlag {
+		return nil
+	}
+	if c.rt.failRetire > 0 {
+		c.rt.failRetire--
+		return errors.New("injected retire failure")
+	}
+	c.retiredFlag = true
+	if c.rt.live[c.id] == c {
+		delete(c.rt.live, c.id)
+	}
+	c.rt.retired = append(c.rt.retired, c)
+	return nil
+}
+
+func (c *fakeContainer) Delete(context.Context) error {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	c.deleted = true
+	if c.rt.live[c.id] == c {
+		delete(c.rt.live, c.id)
+	}
+	for i, r := range c.rt.retired {
+		if r == c {
+			c.rt.retired = append(c.rt.retired[:i], c.rt.retired[i+1:]...)
+			break
+		}
+	}
+	return nil
+}
+
+func (p *fakeProcess) ExitFD() int    { return -1 }
+func (p *fakeProcess) ID() string     { return p.id }
+func (p *fakeProcess) SystemPid() int { return p.pid }
+func (p *fakeProcess) State() runtime.ProcessState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead {
+		return runtime.Stopped
+	}
+	return runtime.Running
+}
+func (p *fakeProcess) ExitStatus() (uint32, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.status, ""
+}
+func (p *fakeProcess) Signal(syscall.Signal) error { return nil }
+func (p *fakeProcess) Resize(w, h uint32) error    { return nil }
+func (p *fakeProcess) CloseStdin() error           { return nil }
+func (p *fakeProcess) Spec() specs.ProcessSpec     { return specs.ProcessSpec{} }
+func (p *fakeProcess) Stdio() runtime.Stdio        { return runtime.Stdio{} }
+func (p *fakeProcess) MarkExitPublished() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.published = true
+	return nil
+}
+func (p *fakeProcess) ExitPublished() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.published
+}
+func (p *fakeProcess) Close() error { return nil }
+
+// die marks the process dead with status, as a shim would.
+func (p *fakeProcess) die(status uint32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dead, p.status = true, status
+}
+
+// fakeMonitor hands exits and OOMs to the loop when the test says so.
+type fakeMonitor struct {
+	exits  chan monitor.ExitSource
+	ooms   chan string
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newFakeMonitor() *fakeMonitor {
+	return &fakeMonitor{exits: make(chan monitor.ExitSource), ooms: make(chan string), closed: make(chan struct{})}
+}
+
+func (m *fakeMonitor) Monitor(monitor.ExitSource) error      { return nil }
+func (m *fakeMonitor) MonitorOOM(monitor.OOMSource) error    { return nil }
+func (m *fakeMonitor) StopOOM(string)                        {}
+func (m *fakeMonitor) Exits() <-chan monitor.ExitSource      { return m.exits }
+func (m *fakeMonitor) OOMs() <-chan string                   { return m.ooms }
+func (m *fakeMonitor) Count() int                            { return 0 }
+func (m *fakeMonitor) Close() error                          { m.once.Do(func() { close(m.closed) }); return nil }
+
+// fakeClock fires timers only when the test advances it.
+type fakeClock struct {
+	armed  chan time.Duration // every AfterFunc reports its delay here
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	at      time.Time
+	f       func()
+	stopped bool
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), armed: make(chan time.Duration, 1024)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	select {
+	case c.armed <- d:
+	default:
+	}
+	return func() { c.mu.Lock(); t.stopped = true; c.mu.Unlock() }
+}
+
+// Advance moves time forward and fires the timers that are due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []*fakeTimer
+	var rest []*fakeTimer
+	for _, t := range c.timers {
+		if !t.stopped && !t.at.After(c.now) {
+			due = append(due, t)
+		} else if !t.stopped {
+			rest = append(rest, t)
+		}
+	}
+	c.timers = rest
+	c.mu.Unlock()
+	for _, t := range due {
+		t.f()
+	}
+}
+
+// Pending is the number of armed timers due within d from now.
+func (c *fakeClock) Pending(d time.Duration) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if !t.stopped && !t.at.After(c.now.Add(d)) {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,133 @@
+package journal
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+)
+
+func TestDecodeStatus(t *testing.T) {
+	tests := []struct {
+		status string
+		want   uint32
+		ok     bool
+	}{
+		{`0`, 0, true},
+		{`137`, 137, true},
+		{`255`, 255, true},
+		{`256`, 255, true},
+		{`300`, 255, true},
+		{`-1`, 255, true},
+		{`-2147483648`, 255, true},
+		{`99999999999999999999999`, 255, true},
+		{`1e2`, 100, true},
+		{`1e400`, 255, true},
+		{`"143"`, 143, true},
+		{`null`, 0, true},
+		{`1.5`, 0, false},
+		{`true`, 0, false},
+		{`"x"`, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.status, func(t *testing.T) {
+			line := `{"type":"exit","id":"c","status":` + tt.status + `,"timestamp":"2017-03-01T10:00:00+01:00"}`
+			ev, err := decodeLine([]byte(line))
+			if (err == nil) != tt.ok || ev.Status != tt.want {
+				t.Fatalf("got %d, %v; want %d ok=%v", ev.Status, err, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	for _, line := range []string{
+		``, `null`, `7`, `"s"`, `[]`, `{}`,
+		`{"type":"exit","id":"c"}`,
+		`{"id":"c","timestamp":"2017-03-01T10:00:00Z"}`,
+		`{"type":"exit","timestamp":"2017-03-01 10:00:00"}`,
+		`{"type":"exit","timestamp":"2017-03-01T10:00:00Z","seq":-1}`,
+		`{"type":"exit","timestamp":"2017-03-01T10:00:00Z"`,
+	} {
+		t.Run(line, func(t *testing.T) {
+			if ev, err := decodeLine([]byte(line)); err == nil {
+				t.Fatalf("accepted %+v", ev)
+			}
+		})
+	}
+}
+
+// The Event's JSON names and omitempty rules are the v0.2 wire record.
+func TestEncodeFormat(t *testing.T) {
+	ev := Event{Type: TypeStartContainer, ID: "c", Timestamp: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Seq: 9}
+	b, err := appendRecord(nil, ev)
+	want := `{"type":"start-container","id":"c","timestamp":"2026-01-02T03:04:05.000000006Z","seq":9}` + "\n"
+	if err != nil || string(b) != want {
+		t.Fatalf("got %s, %v", b, err)
+	}
+	if _, err := appendRecord(nil, Event{Type: TypeExit, ID: string(make([]byte, maxRecordSize))}); err == nil {
+		t.Fatal("oversized record accepted")
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, seed := range []string{
+		`{"type":"exit","id":"c","pid":"init","status":137,"timestamp":"2026-01-02T03:04:05.000000006Z","seq":9,"incarnation":"x"}`,
+		`{"id":"c1","type":"exit","timestamp":"2017-03-01T10:00:02.5+01:00","pid":"e1","status":-1}`,
+		`{"id":"c1","type":"exit","timestamp":"2017-03-01T10:00:02-05:00","status":300}`,
+		`{"type":"oom","id":"c","timestamp":"2017-03-01T10:00:02Z","status":1e2}`,
+		"\x00\x00{\"type\":\"x\"}", `null`, `{"type":`, `{}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		ev, err := decodeLine(line)
+		if err != nil {
+			return
+		}
+		b, err := appendRecord(nil, ev)
+		if err != nil {
+			t.Fatalf("accepted %+v but cannot encode it: %v", ev, err)
+		}
+		again, err := decodeLine(b[:len(b)-1])
+		if err != nil {
+			t.Fatalf("re-encoded %s does not decode: %v", b, err)
+		}
+		if !sameEvent(ev, again) || ev.Timestamp.Format(time.RFC3339Nano) != again.Timestamp.Format(time.RFC3339Nano) {
+			t.Fatalf("round trip changed %+v into %+v", ev, again)
+		}
+	})
+}
+
+// FuzzOpen: whatever the file holds, Open succeeds with ordered events, and
+// an event appended afterwards survives a reopen.
+func FuzzOpen(f *testing.F) {
+	f.Add([]byte(`{"type":"exit","id":"c","timestamp":"2017-03-01T10:00:02Z"}` + "\n{\"ty"))
+	f.Add([]byte("garbage\n{\"type\":\"exit\",\"id\":\"c\",\"timestamp\":\"2017-03-01T10:00:02Z\",\"seq\":5}\n\x00\x00"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := journalPath(t)
+		writeFile(t, path, data)
+		j := mustOpen(t, path, Options{RetainCount: 2})
+		before := j.After(0, "")
+		mustAppend(t, j, Event{Type: TypeOOM, ID: "z"})
+		mustClose(t, j)
+		assertOrdered(t, before)
+		j = mustOpen(t, path, Options{RetainCount: 2})
+		defer mustClose(t, j)
+		if got := j.After(0, ""); len(got) == 0 || got[len(got)-1].ID != "z" {
+			t.Fatalf("appended event lost: %+v", got)
+		}
+		if info, err := os.Stat(path); err != nil || info.Size() == 0 {
+			t.Fatalf("stat: %v", err)
+		}
+	})
+}
+
+// Other packages that json-decode an Event get the same tolerance.
+func TestEventUnmarshalJSON(t *testing.T) {
+	var ev Event
+	err := json.Unmarshal([]byte(`{"type":"exit","id":"c","status":-1,"timestamp":"2017-03-01T10:00:02Z"}`), &ev)
+	if err != nil || ev.Status != 255 || ev.ID != "c" {
+		t.Fatalf("got %+v, %v", ev, err)
+	}
+}

@@ -1,0 +1,50 @@
+package journal
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats is a snapshot of the journal's counters, for metrics and tests.
+type Stats struct {
+	Loaded             uint64        // events read from the file at Open
+	Appended           uint64        // events appended since Open
+	Compactions        uint64        // successful compactions, the one at Open included
+	CompactionErrors   uint64        // failed compactions (the journal keeps the old file)
+	Syncs              uint64        // fsyncs of journal data (directory syncs not counted)
+	DroppedTornBytes   uint64        // bytes cut off the end of the file at Open
+	DroppedTornRecords uint64        // torn or invalid records in that tail
+	SkippedRecords     uint64        // invalid lines before valid ones, skipped at Open
+	Renumbered         uint64        // loaded records whose seq or timestamp went backwards and was fixed
+	LastAppend         time.Duration // duration of the last Append (encode, write, sync if any)
+	LastSync           time.Duration // duration of the last data fsync
+}
+
+// counters backs Stats. Atomics, because Stats is read from other
+// goroutines while the writer updates them.
+type counters struct {
+	loaded, appended, compactions, compactionErrors, syncs atomic.Uint64
+	droppedBytes, droppedRecords, skipped, renumbered      atomic.Uint64
+	lastAppend, lastSync                                   atomic.Int64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		Loaded:             c.loaded.Load(),
+		Appended:           c.appended.Load(),
+		Compactions:        c.compactions.Load(),
+		CompactionErrors:   c.compactionErrors.Load(),
+		Syncs:              c.syncs.Load(),
+		DroppedTornBytes:   c.droppedBytes.Load(),
+		DroppedTornRecords: c.droppedRecords.Load(),
+		SkippedRecords:     c.skipped.Load(),
+		Renumbered:         c.renumbered.Load(),
+		LastAppend:         time.Duration(c.lastAppend.Load()),
+		LastSync:           time.Duration(c.lastSync.Load()),
+	}
+}
+
+// Stats returns the current counters; safe to call from any goroutine.
+func (j *Journal) Stats() Stats {
+	return j.stats.snapshot()
+}

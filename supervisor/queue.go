@@ -1,0 +1,95 @@
+package supervisor
+
+import (
+	"context"
+	"time"
+)
+
+// Backoff bounds for work that failed and is retried (an exit whose
+// cleanup failed, say): 1 s doubling to 5 min.
+const (
+	minBackoff = time.Second
+	maxBackoff = 5 * time.Minute
+)
+
+// step is one unit of per-container work. work runs on a worker; apply runs
+// on the loop with work's error. A step with retry set is re-run with
+// backoff until work succeeds, and the steps behind it wait, in order.
+type step struct {
+	name  string
+	retry bool
+	work  func(ctx context.Context) error
+	apply func(err error)
+}
+
+// workQueue serialises the steps of one container id, across incarnations:
+// a new container with the id of one being deleted waits for that delete.
+// Owned by the loop.
+type workQueue struct {
+	id      string
+	steps   []step
+	running bool
+	attempt int
+}
+
+// enqueue appends st to the queue of id and starts it if the queue is idle.
+func (s *Supervisor) enqueue(id string, st step) {
+	q := s.queues[id]
+	if q == nil {
+		q = &workQueue{id: id}
+		s.queues[id] = q
+	}
+	q.steps = append(q.steps, st)
+	if !q.running {
+		s.runHead(q)
+	}
+}
+
+func (s *Supervisor) runHead(q *workQueue) {
+	if s.crashed {
+		return
+	}
+	if len(q.steps) == 0 {
+		q.running = false
+		delete(s.queues, q.id)
+		return
+	}
+	q.running = true
+	st := q.steps[0]
+	s.workers.submit(func() {
+		err := st.work(context.Background())
+		s.send(func(s *Supervisor) { s.stepDone(q, st, err) })
+	})
+}
+
+func (s *Supervisor) stepDone(q *workQueue, st step, err error) {
+	if err != nil && st.retry && !s.stopping {
+		q.attempt++
+		d := backoff(q.attempt)
+		s.m.retries.Inc(1)
+		s.log.WithError(err).WithFields(map[string]interface{}{
+			"container": q.id, "step": st.name, "attempt": q.attempt, "retry_in": d,
+		}).Warn("container work failed; retrying with backoff, later work for this container waits")
+		s.clock.AfterFunc(d, func() { s.send(func(s *Supervisor) { s.runHead(q) }) })
+		return
+	}
+	q.attempt = 0
+	q.steps[0] = step{}
+	q.steps = q.steps[1:]
+	if st.apply != nil {
+		st.apply(err)
+	}
+	s.runHead(q)
+}
+
+// backoff is the wait before attempt n (1-based): 1 s, 2 s, 4 s ... 5 min.
+func backoff(attempt int) time.Duration {
+	d := minBackoff
+	for i := 1; i < attempt && d < maxBackoff; i++ {
+		d *= 2
+	}
+	if d > maxBackoff {
+		d = maxBackoff
+	}
+	return d
+}

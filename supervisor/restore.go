@@ -1,0 +1,208 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/evjournal/containerd/runtime"
+	"github.com/evjournal/containerd/supervisor/journal"
+)
+
+// restoreTimeout bounds the load of one container: one hung container must
+// not stop the others.
+const restoreTimeout = 10 * time.Second
+
+// restore adopts every container found in the state dir, before any request
+// is served. Live processes are monitored again; dead ones get their exit
+// replayed (execs first, init last) unless it was already published. An
+// exit counts as published when its journal record (matched by container
+// id, process id and incarnation) or its exit-published marker exists, and
+// every step that follows is idempotent, so a crash at any point of restore
+// neither loses nor repeats an exit.
+func (s *Supervisor) restore(ctx context.Context) error {
+	published := s.publishedExits()
+	ids, err := s.rt.ListIDs(s.cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("list state dir: %w", err)
+	}
+	for _, l := range s.loadAll(ctx, ids) {
+		if l.err != nil {
+			s.setAside(l.id, l.err)
+			continue
+		}
+		s.adopt(l.c, published)
+	}
+	retired, err := s.rt.Retired(s.cfg.StateDir)
+	if err != nil {
+		s.log.WithError(err).Warn("listing retired containers")
+	}
+	for _, c := range retired {
+		s.adoptRetired(c, published)
+	}
+	s.m.containers.Update(int64(len(s.containers)))
+	return nil
+}
+
+// publishedExits indexes the exit records of the journal.
+func (s *Supervisor) publishedExits() map[string]bool {
+	out := map[string]bool{}
+	for _, ev := range s.journal.After(0, "") {
+		if ev.Type == journal.TypeExit && ev.Incarnation != "" {
+			out[exitKey(ev.ID, ev.Pid, ev.Incarnation)] = true
+		}
+	}
+	return out
+}
+
+func exitKey(id, pid, incarnation string) string { return id + "\x00" + pid + "\x00" + incarnation }
+
+type loaded struct {
+	id  string
+	c   Container
+	err error
+}
+
+// loadAll loads the containers in parallel, each bounded by restoreTimeout.
+// Load makes no runc call, so this is file reads and /proc lookups only.
+func (s *Supervisor) loadAll(ctx context.Context, ids []string) []loaded {
+	out := make([]loaded, len(ids))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out[i] = s.loadOne(ctx, id)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (s *Supervisor) loadOne(ctx context.Context, id string) loaded {
+	ch := make(chan loaded, 1)
+	go func() {
+		c, err := s.rt.Load(s.cfg.StateDir, id)
+		ch <- loaded{id: id, c: c, err: err}
+	}()
+	select {
+	case l := <-ch:
+		return l
+	case <-time.After(restoreTimeout):
+		return loaded{id: id, err: fmt.Errorf("loading took over %s", restoreTimeout)}
+	case <-ctx.Done():
+		return loaded{id: id, err: ctx.Err()}
+	}
+}
+
+// setAside moves an unloadable state dir out of the way with its reason;
+// nothing is deleted, so a person can look at it.
+func (s *Supervisor) setAside(id string, cause error) {
+	s.m.setAside.Inc(1)
+	log := s.log.WithField("container", id).WithError(cause)
+	if err := s.rt.SetAside(s.cfg.StateDir, id, cause.Error()); err != nil {
+		log.WithField("aside_error", err).Error("container state cannot be loaded nor set aside; left in place")
+		return
+	}
+	log.Error("container state cannot be loaded; set aside under .aside/ for inspection")
+}
+
+// adopt puts a loaded container back under the loop's care.
+func (s *Supervisor) adopt(c Container, published map[string]bool) {
+	e := newEntry(c.ID())
+	e.c, e.status = c, StatusRunning
+	var dead []Process
+	for _, p := range c.Processes() {
+		if p.ID() == "init" {
+			e.init = p
+		} else {
+			e.execs[p.ID()] = p
+		}
+		s.procs[p] = e
+		if p.State() == runtime.Stopped {
+			dead = append(dead, p)
+		} else if err := s.mon.Monitor(p); err != nil {
+			s.log.WithError(err).WithField("container", e.id).Error("cannot monitor restored process")
+		}
+	}
+	if e.init == nil {
+		s.setAsideEntry(e, fmt.Errorf("container has no init process"))
+		return
+	}
+	s.containers[e.id] = e
+	s.m.restoreContainer.Inc(1)
+	if e.init.State() != runtime.Stopped {
+		s.watchOOM(c)
+	}
+	s.replayDead(e, dead, published)
+}
+
+func (s *Supervisor) setAsideEntry(e *entry, cause error) {
+	for _, p := range e.execs {
+		delete(s.procs, p)
+		p.Close()
+	}
+	s.setAside(e.id, cause)
+}
+
+// replayDead handles the dead processes of a restored container, execs
+// before init (the order clients expect).
+func (s *Supervisor) replayDead(e *entry, dead []Process, published map[string]bool) {
+	sort.SliceStable(dead, func(i, j int) bool { return dead[j] == e.init && dead[i] != e.init })
+	for _, p := range dead {
+		if p.ExitPublished() || published[exitKey(e.id, p.ID(), e.c.Incarnation())] {
+			s.finishPublished(e, p)
+			continue
+		}
+		s.onExit(p)
+	}
+}
+
+// finishPublished completes the cleanup of a process whose exit was already
+// published before a crash: no second event.
+func (s *Supervisor) finishPublished(e *entry, p Process) {
+	e.exiting[p] = true
+	delete(s.procs, p)
+	if p != e.init {
+		delete(e.execs, p.ID())
+		s.enqueue(e.id, step{name: "remove-exec", retry: true, work: func(context.Context) error {
+			p.MarkExitPublished()
+			p.Close()
+			return e.c.RemoveProcess(p.ID())
+		}})
+		return
+	}
+	e.removed = true
+	if s.containers[e.id] == e {
+		delete(s.containers, e.id)
+	}
+	s.enqueue(e.id, step{name: "retire", retry: true, work: func(context.Context) error { return e.c.Retire() }})
+	s.enqueue(e.id, s.deleteStep(e))
+}
+
+// adoptRetired finishes a container whose init exit was being handled when
+// the daemon stopped: publish what was not yet published, then delete.
+func (s *Supervisor) adoptRetired(c Container, published map[string]bool) {
+	e := newEntry(c.ID())
+	e.c, e.status, e.removed = c, StatusStopped, true
+	var dead []Process
+	for _, p := range c.Processes() {
+		if p.ID() == "init" {
+			e.init = p
+		} else {
+			e.execs[p.ID()] = p
+		}
+		s.procs[p] = e
+		dead = append(dead, p)
+	}
+	if e.init == nil {
+		s.enqueue(e.id, step{name: "delete", retry: true, work: c.Delete})
+		return
+	}
+	s.replayDead(e, dead, published)
+}

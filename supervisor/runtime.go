@@ -1,0 +1,133 @@
+package supervisor
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/evjournal/containerd/monitor"
+	"github.com/evjournal/containerd/runtime"
+	"github.com/evjournal/containerd/specs"
+)
+
+// Runtime is what the supervisor needs from package runtime. The real one is
+// a thin adapter; tests use a fake that needs no runc.
+type Runtime interface {
+	New(opts runtime.ContainerOpts) (Container, error)
+	Load(root, id string) (Container, error)
+	ListIDs(root string) ([]string, error)
+	Retired(root string) ([]Container, error)
+	SetAside(root, id, reason string) error
+}
+
+// Container is one container incarnation, as package runtime models it.
+type Container interface {
+	ID() string
+	Bundle() string
+	Labels() []string
+	Runtime() string
+	Incarnation() string
+	Create(ctx context.Context, opts runtime.CreateOpts) (Process, error)
+	Start(ctx context.Context) error
+	Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio) (Process, error)
+	Processes() []Process
+	RemoveProcess(pid string) error
+	Pause(ctx context.Context) error
+	Resume(ctx context.Context) error
+	Pids(ctx context.Context) ([]int, error)
+	UpdateResources(ctx context.Context, r *specs.LinuxResources) error
+	Stats(ctx context.Context) (*runtime.Stats, error)
+	Checkpoint(ctx context.Context, dir string, o runtime.CheckpointOpts) error
+	Checkpoints(dir string) ([]runtime.Checkpoint, error)
+	DeleteCheckpoint(dir, name string) error
+	OOMCgroups() (v1Dir, v2Dir string)
+	Retire() error
+	Delete(ctx context.Context) error
+}
+
+// Process is one process (init or exec) of a container.
+type Process interface {
+	monitor.ExitSource
+	ID() string
+	SystemPid() int
+	State() runtime.ProcessState
+	ExitStatus() (status uint32, reason string)
+	Signal(sig syscall.Signal) error
+	Resize(w, h uint32) error
+	CloseStdin() error
+	Spec() specs.ProcessSpec
+	Stdio() runtime.Stdio
+	MarkExitPublished() error
+	ExitPublished() bool
+	Close() error
+}
+
+// Monitor is what the supervisor needs from package monitor.
+type Monitor interface {
+	Monitor(p monitor.ExitSource) error
+	MonitorOOM(s monitor.OOMSource) error
+	StopOOM(id string)
+	Exits() <-chan monitor.ExitSource
+	OOMs() <-chan string
+	Count() int
+	Close() error
+}
+
+// realRuntime adapts package runtime to the Runtime interface.
+type realRuntime struct{}
+
+func (realRuntime) New(opts runtime.ContainerOpts) (Container, error) {
+	c, err := runtime.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	return realContainer{c}, nil
+}
+
+func (realRuntime) Load(root, id string) (Container, error) {
+	c, err := runtime.Load(root, id)
+	if err != nil {
+		return nil, err
+	}
+	return realContainer{c}, nil
+}
+
+func (realRuntime) ListIDs(root string) ([]string, error) { return runtime.ListIDs(root) }
+
+func (realRuntime) Retired(root string) ([]Container, error) {
+	cs, err := runtime.RetiredContainers(root)
+	out := make([]Container, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, realContainer{c})
+	}
+	return out, err
+}
+
+func (realRuntime) SetAside(root, id, reason string) error { return runtime.SetAside(root, id, reason) }
+
+// realContainer turns *runtime.Process results into the Process interface.
+type realContainer struct{ *runtime.Container }
+
+func (c realContainer) Create(ctx context.Context, opts runtime.CreateOpts) (Process, error) {
+	p, err := c.Container.Create(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (c realContainer) Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio) (Process, error) {
+	p, err := c.Container.Exec(ctx, pid, spec, stdio)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (c realContainer) Processes() []Process {
+	ps := c.Container.Processes()
+	out := make([]Process, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p)
+	}
+	return out
+}

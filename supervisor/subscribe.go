@@ -1,0 +1,101 @@
+package supervisor
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/evjournal/containerd/supervisor/journal"
+)
+
+// subscriber is the loop's side of a subscription. Owned by the loop, except
+// ch, which the client side reads.
+type subscriber struct {
+	id       string
+	ch       chan journal.Event
+	lastSeq  uint64
+	lastTime time.Time
+	err      error // why ch was closed; read by the client after ch is drained
+}
+
+// Subscription is the client's side: the replayed events, then live ones.
+type Subscription struct {
+	s      *Supervisor
+	replay []journal.Event
+	next   int
+	sub    *subscriber // nil for a stored-only subscription
+}
+
+// Subscribe replays the journaled events the request selects and, unless it
+// is stored-only, follows with the live ones. Replay and registration happen
+// in one loop step, so no event falls between them or comes twice.
+func (s *Supervisor) Subscribe(ctx context.Context, r SubscribeRequest) (*Subscription, error) {
+	if r.StoredOnly && r.After.IsZero() && r.AfterSeq == 0 {
+		return nil, ErrStoredOnlyNeedsTime
+	}
+	return call(ctx, s, "subscribe", func(done func(*Subscription, error)) {
+		done(s.subscribe(r), nil)
+	})
+}
+
+func (s *Supervisor) subscribe(r SubscribeRequest) *Subscription {
+	var replay []journal.Event
+	switch {
+	case r.AfterSeq != 0:
+		replay = s.journal.After(r.AfterSeq, r.ID)
+	case !r.After.IsZero():
+		replay = s.journal.Since(r.After, r.ID)
+	}
+	out := &Subscription{s: s, replay: replay}
+	if r.StoredOnly {
+		return out
+	}
+	sub := &subscriber{id: r.ID, ch: make(chan journal.Event, s.cfg.SubscriberBuffer)}
+	// Resume point if cut off before any live event: everything up to the
+	// journal's end at this instant was available to the replay.
+	sub.lastSeq, sub.lastTime = s.journal.Last()
+	s.subs[sub] = struct{}{}
+	s.m.subscribers.Update(int64(len(s.subs)))
+	out.sub = sub
+	return out
+}
+
+// Next returns the next event. It returns io.EOF at the end of a stored-only
+// replay, *LagError when the subscriber was cut off for being slow,
+// ErrStopped when the supervisor stops, or ctx's error.
+func (sub *Subscription) Next(ctx context.Context) (journal.Event, error) {
+	if sub.next < len(sub.replay) {
+		ev := sub.replay[sub.next]
+		sub.next++
+		return ev, nil
+	}
+	if sub.sub == nil {
+		return journal.Event{}, io.EOF
+	}
+	select {
+	case ev, ok := <-sub.sub.ch:
+		if !ok {
+			return journal.Event{}, sub.sub.err
+		}
+		return ev, nil
+	case <-ctx.Done():
+		return journal.Event{}, ctx.Err()
+	}
+}
+
+// Close unsubscribes. Safe to call more than once and after Stop.
+func (sub *Subscription) Close() {
+	if sub.sub == nil {
+		return
+	}
+	s, target := sub.s, sub.sub
+	select {
+	case s.tasks <- func(s *Supervisor) {
+		if _, ok := s.subs[target]; ok {
+			s.cutOff(target, io.EOF)
+		}
+	}:
+	case <-s.loopDone:
+	case <-s.stopCh:
+	}
+}

@@ -1,0 +1,290 @@
+// Package supervisor owns the one authoritative view of every container.
+//
+// A single goroutine, the loop, owns all container state: the map of
+// containers, the subscribers and the per-container work queues. Nothing
+// else reads or writes them. Requests and the results of slow work (runc,
+// shims) enter the loop as tasks; slow work itself runs on a bounded worker
+// pool, so the loop never blocks on runc, a full channel or a client.
+//
+// Every event is appended to the journal first; once the loop's batch is
+// committed (group commit) the events are published and the replies that
+// depend on them are sent.
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	metrics "github.com/rcrowley/go-metrics"
+	"github.com/sirupsen/logrus"
+
+	"github.com/evjournal/containerd/monitor"
+	"github.com/evjournal/containerd/supervisor/journal"
+)
+
+// Config is the supervisor's configuration; zero values get defaults.
+type Config struct {
+	StateDir     string
+	Runtime      string
+	RuntimeArgs  []string
+	Shim         string
+	StartTimeout time.Duration
+	RetainCount  int
+	SyncPolicy   journal.SyncPolicy
+	// ReconcileInterval is how often the loop's view is compared with the
+	// processes' real state (0 = 10 s, negative = never).
+	ReconcileInterval time.Duration
+	// ExecGrace bounds how long an init's exit waits for its execs' exits.
+	ExecGrace        time.Duration
+	Workers          int
+	SubscriberBuffer int
+	Logger           *logrus.Entry
+	Metrics          metrics.Registry
+
+	// For tests: a fake runtime, monitor and clock.
+	RuntimeImpl Runtime
+	MonitorImpl Monitor
+	Clock       Clock
+	// crashAfter, in tests, freezes all work once that many events were
+	// journaled, as if the daemon died right then.
+	crashAfter int
+}
+
+func (c *Config) setDefaults() {
+	if c.Runtime == "" {
+		c.Runtime = "runc"
+	}
+	if c.Shim == "" {
+		c.Shim = "containerd-shim"
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 30 * time.Second
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = 10 * time.Second
+	}
+	if c.ExecGrace == 0 {
+		c.ExecGrace = 10 * time.Second
+	}
+	if c.Workers <= 0 {
+		c.Workers = 10
+	}
+	if c.SubscriberBuffer <= 0 {
+		c.SubscriberBuffer = 1024
+	}
+	if c.Logger == nil {
+		c.Logger = logrus.NewEntry(logrus.StandardLogger())
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewRegistry()
+	}
+	if c.RuntimeImpl == nil {
+		c.RuntimeImpl = realRuntime{}
+	}
+	if c.Clock == nil {
+		c.Clock = realClock{}
+	}
+}
+
+// Supervisor is the event loop and everything it owns.
+type Supervisor struct {
+	cfg     Config
+	rt      Runtime
+	mon     Monitor
+	journal *journal.Journal
+	clock   Clock
+	log     *logrus.Entry
+	m       *supMetrics
+	workers *workerPool
+
+	tasks    chan task
+	stopCh   chan struct{}
+	loopDone chan struct{}
+
+	// Owned by the loop.
+	containers map[string]*entry       // live incarnations by id
+	procs      map[Process]*entry      // every monitored process
+	queues     map[string]*workQueue   // per-id ordered work, outlives the entry
+	subs       map[*subscriber]struct{} // live subscribers
+	outbox     []func()                // publications and replies waiting for the journal commit
+	stopping   bool
+	appended   int  // events journaled by this supervisor
+	crashed    bool // test hook: see Config.crashAfter
+}
+
+// task is a function run on the loop goroutine.
+type task func(s *Supervisor)
+
+// New opens the journal and the monitor. Call Start to restore and run.
+func New(cfg Config) (*Supervisor, error) {
+	cfg.setDefaults()
+	s := &Supervisor{
+		cfg: cfg, rt: cfg.RuntimeImpl, clock: cfg.Clock, log: cfg.Logger,
+		tasks: make(chan task, 2048), stopCh: make(chan struct{}), loopDone: make(chan struct{}),
+		containers: map[string]*entry{}, procs: map[Process]*entry{},
+		queues: map[string]*workQueue{}, subs: map[*subscriber]struct{}{},
+	}
+	s.m = newMetrics(cfg.Metrics)
+	j, err := journal.Open(filepath.Join(cfg.StateDir, "events.log"), journal.Options{
+		RetainCount: cfg.RetainCount, Sync: cfg.SyncPolicy, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open event journal: %w", err)
+	}
+	s.journal = j
+	s.mon = cfg.MonitorImpl
+	if s.mon == nil {
+		m, err := monitor.New()
+		if err != nil {
+			j.Close()
+			return nil, fmt.Errorf("start exit monitor: %w", err)
+		}
+		s.mon = m
+	}
+	return s, nil
+}
+
+// Start restores the containers found in the state dir (before any request
+// is served), then runs the loop.
+func (s *Supervisor) Start(ctx context.Context) error {
+	s.workers = newWorkerPool(s.cfg.Workers)
+	if err := s.restore(ctx); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	s.flush()
+	s.scheduleReconcile()
+	go s.loop()
+	return nil
+}
+
+// Stop ends the loop after the task in hand, commits and closes the journal
+// and ends every subscription. Containers and shims keep running.
+func (s *Supervisor) Stop() error {
+	select {
+	case <-s.stopCh:
+		<-s.loopDone
+		return nil
+	default:
+	}
+	close(s.stopCh)
+	if s.workers != nil {
+		<-s.loopDone
+		s.workers.stop()
+	}
+	s.mon.Close()
+	return s.journal.Close()
+}
+
+// Metrics is the registry the supervisor reports into.
+func (s *Supervisor) Metrics() metrics.Registry { return s.cfg.Metrics }
+
+func (s *Supervisor) loop() {
+	defer close(s.loopDone)
+	for {
+		select {
+		case t := <-s.tasks:
+			t(s)
+		case src, ok := <-s.mon.Exits():
+			if ok {
+				s.onExit(src)
+			}
+		case id, ok := <-s.mon.OOMs():
+			if ok {
+				s.onOOM(id)
+			}
+		case <-s.workers.freed:
+			s.workers.refill()
+		case <-s.stopCh:
+			s.shutdown()
+			return
+		}
+		s.drain()
+		s.flush()
+	}
+}
+
+// drain runs the tasks already waiting, so their events share one journal
+// commit (group commit) without delaying anyone.
+func (s *Supervisor) drain() {
+	for i := 0; i < 64; i++ {
+		select {
+		case t := <-s.tasks:
+			t(s)
+		default:
+			return
+		}
+	}
+}
+
+// flush commits the journal, then publishes and replies, in that order, so
+// what any subscriber or client saw is on disk.
+func (s *Supervisor) flush() {
+	s.workers.refill()
+	if len(s.outbox) == 0 {
+		return
+	}
+	start := time.Now()
+	if err := s.journal.Commit(); err != nil {
+		s.log.WithError(err).Error("journal commit failed; events are published but may not be durable")
+	}
+	s.m.journalSync.UpdateSince(start)
+	out := s.outbox
+	s.outbox = nil
+	for _, f := range out {
+		f()
+	}
+}
+
+// afterCommit defers f until the events appended so far are committed.
+func (s *Supervisor) afterCommit(f func()) { s.outbox = append(s.outbox, f) }
+
+func (s *Supervisor) shutdown() {
+	s.stopping = true
+	s.flush()
+	for sub := range s.subs {
+		s.cutOff(sub, ErrStopped)
+	}
+}
+
+// send enqueues a task from a worker or timer. It gives up only when the
+// loop has stopped.
+func (s *Supervisor) send(t task) {
+	select {
+	case s.tasks <- t:
+	case <-s.loopDone:
+	}
+}
+
+// call runs f on the loop and waits for the reply it passes to done, bounded
+// by ctx, so a stuck loop surfaces as an error rather than a hang.
+func call[T any](ctx context.Context, s *Supervisor, kind string, f func(done func(T, error))) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	var zero T
+	ch := make(chan result, 1)
+	start := time.Now()
+	t := func(s *Supervisor) {
+		s.m.task(kind)
+		f(func(v T, err error) { ch <- result{v, err} })
+	}
+	select {
+	case s.tasks <- t:
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	case <-s.stopCh:
+		return zero, ErrStopped
+	}
+	select {
+	case r := <-ch:
+		s.m.taskLatency.UpdateSince(start)
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	case <-s.loopDone:
+		return zero, ErrStopped
+	}
+}
