@@ -3,10 +3,12 @@ package monitor
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/evjournal/containerd/integration/fixture"
+	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,15 +31,31 @@ type scopedSource struct {
 func (s scopedSource) ExitFD() int   { return s.fd }
 func (s scopedSource) OOMID() string { return s.id }
 
-// newMonitor makes a Monitor closed at the end of the test.
+// newMonitor makes a Monitor closed at the end of the test, logging to t.
 func newMonitor(t testing.TB, opts ...Option) *Monitor {
 	t.Helper()
-	m, err := New(opts...)
+	m, err := New(append([]Option{WithLogger(testLogger(t))}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { m.Close() })
 	return m
+}
+
+// testLogger sends the monitor's log lines to t.Log, at debug level, so
+// they show with the test that caused them.
+func testLogger(t testing.TB) *logrus.Entry {
+	l := logrus.New()
+	l.SetOutput(testWriter{t})
+	l.SetLevel(logrus.DebugLevel)
+	return logrus.NewEntry(l)
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // withV2File makes v2 watches read another file than memory.events, so the

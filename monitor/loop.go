@@ -1,6 +1,8 @@
 package monitor
 
 import (
+	"runtime"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -33,8 +35,15 @@ func (m *Monitor) run() {
 		if m.stopping() {
 			return
 		}
-		if !m.deliver(m.collect(events[:n])) {
+		b := m.collect(events[:n])
+		if !m.deliver(b) {
 			return
+		}
+		if len(b.ooms)+len(b.exits) > 0 {
+			// The last send readied its receiver on this thread's P. Yield so it
+			// runs here now, rather than after another thread is woken to steal
+			// it while this one blocks in epoll_wait (~30 µs per exit on a VM).
+			runtime.Gosched()
 		}
 	}
 }

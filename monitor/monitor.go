@@ -202,11 +202,12 @@ func (m *Monitor) release() error {
 	clear(m.files)
 	clear(m.dirs)
 	clear(m.procs)
+	err := m.closeFDs() // under mu: a StopOOM racing with Close never sees a stale epfd
 	m.mu.Unlock()
 	for _, w := range watches {
 		w.close()
 	}
-	return m.closeFDs()
+	return err
 }
 
 func (m *Monitor) closeFDs() error {

@@ -20,7 +20,8 @@ const (
 	StatusUnknown = 255 // the status cannot be known (see the reason)
 )
 
-// exitReasonFile holds why the daemon decided a status itself (daemon-only).
+// exitReasonFile holds why the daemon decided a status itself (daemon-only,
+// listed in docs/shim-contract.md).
 const exitReasonFile = "exitReason"
 
 type exitInfo struct {
@@ -56,8 +57,12 @@ func (p *Process) decideExitLocked() (e *exitInfo, final bool) {
 		p.reapShimLocked(0)
 		return e, true
 	}
+	running := &exitInfo{StatusUnknown, "the shim is still running and has recorded no exit status"}
+	if p.exitFD >= 0 && !p.stopped && !hungUp(p.exitFD, 0) {
+		return running, false // asked too early: the exit FIFO has not hung up
+	}
 	if !p.waitShimGoneLocked(shimReapTimeout) {
-		return &exitInfo{StatusUnknown, "the shim is still running and has recorded no exit status"}, false
+		return running, false
 	}
 	if e, ok := readExit(dir); ok { // written just before the shim went
 		return e, true

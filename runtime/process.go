@@ -72,6 +72,10 @@ func (p *Process) Terminal() bool { return p.rec.Terminal }
 
 func (p *Process) dir() string { return filepath.Join(p.c.Dir(), p.id) }
 
+// OOMID is the id the container's memory cgroup is watched under
+// (monitor.OOMScoped): every process of a container lives in its cgroup.
+func (p *Process) OOMID() string { return p.c.ID() }
+
 // ExitFD is the read end of the exit FIFO, for the monitor's epoll set; it
 // hangs up when the shim exits. -1 once closed, or for a process loaded dead.
 func (p *Process) ExitFD() int {

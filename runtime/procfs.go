@@ -40,9 +40,8 @@ func readProcStat(pid int) (procStat, error) {
 	return procStat{state: f[0][0], startTime: start}, nil
 }
 
-// StartTime returns field 22 of /proc/<pid>/stat (exported for tests and
-// tools that need to simulate or check the pid-reuse guard).
-func StartTime(pid int) (uint64, error) {
+// processStartTime returns field 22 of /proc/<pid>/stat.
+func processStartTime(pid int) (uint64, error) {
 	st, err := readProcStat(pid)
 	return st.startTime, err
 }

@@ -73,8 +73,12 @@ func (c *Container) runc() *gorunc.Runc {
 	return &gorunc.Runc{Command: c.rec.Runtime, ExtraArgs: c.rec.RuntimeArgs}
 }
 
-// Start runs `runc start <id>` for an init created without a checkpoint.
+// Start runs `runc start <id>` for an init created without a checkpoint (a
+// restored init is running already).
 func (c *Container) Start(ctx context.Context) error {
+	if p, ok := c.Process(initID); ok && p.rec.Checkpoint != "" {
+		return fmt.Errorf("container %q: start: restored from a checkpoint, already running: %w", c.rec.ID, errdefs.ErrFailedPrecondition)
+	}
 	if err := c.runc().Start(ctx, c.rec.ID); err != nil {
 		return c.runcError(ctx, "start", err)
 	}

@@ -96,6 +96,9 @@ func nonNil(s []string) []string {
 // startProcess makes the process dir, runs before, then the shim, and
 // registers the process once the shim reports its pid.
 func (c *Container) startProcess(ctx context.Context, id string, rec processRecord, before func() error) (*Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	dir, err := c.mkProcessDir(id)
 	if err != nil {
 		return nil, err
@@ -183,7 +186,7 @@ func (p *Process) killStartedExec() {
 	}
 	start, _ := readOptionalUint(filepath.Join(dir, startTimeFile))
 	if start == 0 {
-		start, _ = StartTime(pid) // written by runc moments ago
+		start, _ = processStartTime(pid) // written by runc moments ago
 	}
 	signalVerified(pid, start, syscall.SIGKILL)
 }

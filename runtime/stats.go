@@ -15,9 +15,10 @@ import (
 
 // Stats is one sample of the container's cgroup statistics.
 type Stats struct {
-	gorunc.Stats           // the "data" object of `runc events --stats`
-	SystemUsage  uint64    // host CPU time in ns from /proc/stat (v0.2's system_usage); 0 if unreadable
-	Timestamp    time.Time // when the sample was taken
+	gorunc.Stats                    // the "data" object of `runc events --stats`
+	HugetlbLimits map[string]uint64 // limit in bytes by page size (the keys of Hugetlb); nil when unknown
+	SystemUsage   uint64            // host CPU time in ns from /proc/stat (v0.2's system_usage); 0 if unreadable
+	Timestamp     time.Time         // when the sample was taken
 }
 
 // Stats runs `runc events --stats <id>` once.
@@ -34,7 +35,11 @@ func (c *Container) Stats(ctx context.Context) (*Stats, error) {
 		return nil, fmt.Errorf("container %q: events --stats: %w", c.rec.ID, err)
 	}
 	usage, _ := systemCPUUsage()
-	return &Stats{Stats: *s, SystemUsage: usage, Timestamp: time.Now()}, nil
+	out := &Stats{Stats: *s, SystemUsage: usage, Timestamp: time.Now()}
+	if len(s.Hugetlb) > 0 {
+		out.HugetlbLimits = c.hugetlbLimits(mapKeys(s.Hugetlb))
+	}
+	return out, nil
 }
 
 // clockTicks is USER_HZ, the unit of /proc/stat; 100 on every Linux ABI.
@@ -65,4 +70,12 @@ func systemCPUUsage() (uint64, error) {
 		return total * (uint64(time.Second) / clockTicks), nil
 	}
 	return 0, errors.New("/proc/stat: no cpu line")
+}
+
+func mapKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	return keys
 }

@@ -1,54 +1,118 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
+	"errors"
 	"os"
 )
 
 // processConfig is process.json, written by the daemon before it starts us.
 type processConfig struct {
-	Exec bool `json:"exec"`
-	// Process is the OCI process object: passed to `runc exec` for an exec,
-	// informative for the init (runc reads the bundle's config.json).
-	Process json.RawMessage `json:"process"`
+	Exec bool
+	// Process is the raw OCI process object: passed to `runc exec` for an
+	// exec, informative for the init (runc reads the bundle's config.json).
+	Process []byte
 	// Stdin, Stdout and Stderr are the client's FIFO paths; "" is /dev/null.
-	Stdin    string `json:"stdin"`
-	Stdout   string `json:"stdout"`
-	Stderr   string `json:"stderr"`
-	Terminal bool   `json:"terminal"`
+	Stdin, Stdout, Stderr string
+	Terminal              bool
 	// Runtime is the runtime binary; the command line's <runtime> wins.
-	Runtime     string   `json:"runtime"`
-	RuntimeArgs []string `json:"runtimeArgs"`
-	NoPivotRoot bool     `json:"noPivotRoot"`
+	Runtime     string
+	RuntimeArgs []string
+	NoPivotRoot bool
 	// Checkpoint, when set, restores from this image dir instead of creating.
-	Checkpoint     string         `json:"checkpoint"`
-	CheckpointOpts checkpointOpts `json:"checkpointOpts"`
+	Checkpoint     string
+	CheckpointOpts checkpointOpts
 	// RootUID and RootGID are the host ids container root maps to: the
 	// stdio pipes are given to them so a user-namespaced process can use them.
-	RootUID int `json:"rootUID"`
-	RootGID int `json:"rootGID"`
+	RootUID, RootGID int
 }
 
 // checkpointOpts are the restore options of a checkpoint.
 type checkpointOpts struct {
-	TCP         bool     `json:"tcp"`
-	UnixSockets bool     `json:"unixSockets"`
-	Shell       bool     `json:"shell"`
-	EmptyNS     []string `json:"emptyNS"`
+	TCP, UnixSockets, Shell bool
+	EmptyNS                 []string
 }
 
 func readConfig(path string) (*processConfig, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read process.json: %w", err)
+		return nil, wrap("read process.json", err)
 	}
-	var c processConfig
-	if err := json.Unmarshal(data, &c); err != nil {
-		return nil, fmt.Errorf("parse process.json: %w", err)
+	c, err := parseConfig(data)
+	if err != nil {
+		return nil, wrap("parse process.json", err)
 	}
-	if c.Exec && len(c.Process) == 0 {
-		return nil, fmt.Errorf("process.json: exec without a process")
+	return c, nil
+}
+
+// parseConfig reads process.json; unknown keys are ignored.
+func parseConfig(data []byte) (*processConfig, error) {
+	m, err := jsonObject(data)
+	if err != nil {
+		return nil, err
 	}
-	return &c, nil
+	c := &processConfig{}
+	d := fieldReader{m: m}
+	c.Exec = d.bool("exec")
+	c.Stdin, c.Stdout, c.Stderr = d.string("stdin"), d.string("stdout"), d.string("stderr")
+	c.Terminal = d.bool("terminal")
+	c.Runtime, c.RuntimeArgs = d.string("runtime"), d.strings("runtimeArgs")
+	c.NoPivotRoot = d.bool("noPivotRoot")
+	c.Checkpoint = d.string("checkpoint")
+	c.RootUID, c.RootGID = d.int("rootUID"), d.int("rootGID")
+	if !isNull(m["process"]) {
+		c.Process = m["process"]
+	}
+	if d.err == nil && !isNull(m["checkpointOpts"]) {
+		c.CheckpointOpts, d.err = parseCheckpointOpts(m["checkpointOpts"])
+	}
+	if d.err == nil && c.Exec && c.Process == nil {
+		d.err = errors.New("exec without a process")
+	}
+	return c, d.err
+}
+
+func parseCheckpointOpts(raw []byte) (checkpointOpts, error) {
+	m, err := jsonObject(raw)
+	if err != nil {
+		return checkpointOpts{}, wrap("checkpointOpts", err)
+	}
+	d := fieldReader{m: m}
+	o := checkpointOpts{TCP: d.bool("tcp"), UnixSockets: d.bool("unixSockets"), Shell: d.bool("shell"), EmptyNS: d.strings("emptyNS")}
+	return o, d.err
+}
+
+// fieldReader reads typed members of a JSON object, keeping the first error.
+type fieldReader struct {
+	m   map[string][]byte
+	err error
+}
+
+func (d *fieldReader) note(key string, err error) {
+	if err != nil && d.err == nil {
+		d.err = wrap(`field "`+key+`"`, err)
+	}
+}
+
+func (d *fieldReader) string(key string) string {
+	v, err := jsonString(d.m[key])
+	d.note(key, err)
+	return v
+}
+
+func (d *fieldReader) bool(key string) bool {
+	v, err := jsonBool(d.m[key])
+	d.note(key, err)
+	return v
+}
+
+func (d *fieldReader) int(key string) int {
+	v, err := jsonInt(d.m[key])
+	d.note(key, err)
+	return v
+}
+
+func (d *fieldReader) strings(key string) []string {
+	v, err := jsonStrings(d.m[key])
+	d.note(key, err)
+	return v
 }

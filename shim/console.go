@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -55,11 +54,11 @@ func listenUnix(path string) (*os.File, error) {
 	f := os.NewFile(uintptr(fd), path)
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("console socket: %w", err)
+		return nil, wrap("console socket", err)
 	}
 	if err := unix.Listen(fd, 1); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("console socket: %w", err)
+		return nil, wrap("console socket", err)
 	}
 	return f, nil
 }
@@ -72,18 +71,18 @@ func (t *tty) accept() ttyResult {
 		return err
 	})
 	if err != nil {
-		return ttyResult{err: fmt.Errorf("console socket: accept: %w", err)}
+		return ttyResult{err: wrap("console socket: accept", err)}
 	}
 	c := os.NewFile(uintptr(conn), "console-conn")
 	defer c.Close()
 	master, err := recvFd(c)
 	if err != nil {
-		return ttyResult{err: fmt.Errorf("console socket: %w", err)}
+		return ttyResult{err: wrap("console socket", err)}
 	}
 	con, err := console.ConsoleFromFile(master)
 	if err != nil {
 		master.Close()
-		return ttyResult{err: fmt.Errorf("pty master: %w", err)}
+		return ttyResult{err: wrap("pty master", err)}
 	}
 	return ttyResult{con: con}
 }

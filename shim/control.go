@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -52,7 +51,7 @@ type controller interface {
 func openControl(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open control fifo: %w", err)
+		return nil, wrap("open control fifo", err)
 	}
 	return f, nil
 }
@@ -68,7 +67,7 @@ func serveControl(f *os.File, c controller, log *logger) {
 		case err == bufio.ErrBufferFull:
 			skipping = true
 		case err != nil:
-			log.warnf("control fifo: %v; control messages are no longer read", err)
+			log.warn("control fifo: " + err.Error() + "; control messages are no longer read")
 			return
 		case skipping:
 			skipping = false

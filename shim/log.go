@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
 	"time"
 )
@@ -22,24 +20,17 @@ func openLog(path string) *logger {
 	return &logger{f: f}
 }
 
-func (l *logger) errorf(format string, v ...any) { l.write("error", fmt.Sprintf(format, v...)) }
+func (l *logger) error(msg string) { l.write("error", msg) }
 
-func (l *logger) warnf(format string, v ...any) { l.write("warning", fmt.Sprintf(format, v...)) }
+func (l *logger) warn(msg string) { l.write("warning", msg) }
 
 // write appends one entry in a single write, so entries never interleave.
 func (l *logger) write(level, msg string) {
 	if l.f == nil {
 		return
 	}
-	line, err := json.Marshal(logEntry{Level: level, Msg: msg, Time: time.Now().UTC().Format(time.RFC3339Nano)})
-	if err != nil {
-		return
-	}
-	l.f.Write(append(line, '\n'))
-}
-
-type logEntry struct {
-	Level string `json:"level"`
-	Msg   string `json:"msg"`
-	Time  string `json:"time,omitempty"`
+	b := append([]byte(`{"level":`), appendJSONString(nil, level)...)
+	b = appendJSONString(append(b, `,"msg":`...), msg)
+	b = appendJSONString(append(b, `,"time":`...), time.Now().UTC().Format(time.RFC3339Nano))
+	l.f.Write(append(b, "}\n"...))
 }

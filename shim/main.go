@@ -14,7 +14,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -29,10 +28,13 @@ func main() {
 
 // tune keeps the shim small: there is one shim per container process, and
 // an idle shim only waits on a few fds, so it needs one P and a tight heap.
+// No memory profiling: its first sample maps a 1.4 MB bucket table. No
+// memory limit either: the runtime's own mappings already come near any
+// limit small enough to matter, and the GC would then run without end.
 func tune() {
+	// runtime.MemProfileRate = 0
 	runtime.GOMAXPROCS(1)
 	debug.SetGCPercent(20)
-	debug.SetMemoryLimit(4 << 20)
 }
 
 // args are the shim's three positional arguments.
@@ -61,7 +63,7 @@ func run(argv []string) int {
 	log := openLog("shim-log.json")
 	s, err := setup(argv, log)
 	if err != nil {
-		log.errorf("%v", err)
+		log.error(err.Error())
 		sp.fail(err)
 		return 1
 	}
@@ -78,7 +80,7 @@ func setup(argv []string, log *logger) (*shim, error) {
 	}
 	unix.Setsid() // EPERM when the daemon already made us a session leader
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("set child subreaper: %w", err)
+		return nil, wrap("set child subreaper", err)
 	}
 	dir, err := os.Getwd()
 	if err != nil {
@@ -113,7 +115,7 @@ func holdExitFifo(path string) error {
 	// block; without a reader it fails with ENXIO instead of hanging.
 	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("open exit fifo: %w", err)
+		return wrap("open exit fifo", err)
 	}
 	exitFifo = fd
 	return nil

@@ -3,10 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
-	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -31,7 +30,7 @@ func newRuncError(sub string, ws unix.WaitStatus, logPath string, from int64, st
 	if msg := strings.TrimSpace(stderr()); msg != "" {
 		return &runcError{msg: msg}
 	}
-	return &runcError{msg: fmt.Sprintf("runc %s failed with status %d and no message", sub, shellStatus(ws))}
+	return &runcError{msg: "runc " + sub + " failed with status " + strconv.Itoa(shellStatus(ws)) + " and no message"}
 }
 
 // logTailMax bounds how much of runc's log is read back.
@@ -60,12 +59,13 @@ func lastErrorEntry(r io.Reader) string {
 	sc.Buffer(make([]byte, 4096), logTailMax)
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())
-		var e logEntry
-		if len(line) == 0 || json.Unmarshal(line, &e) != nil {
+		m, err := jsonObject(line)
+		if err != nil {
 			continue // a torn or foreign line: skip it
 		}
-		if e.Level == "error" && e.Msg != "" {
-			msg = e.Msg
+		level, _ := jsonString(m["level"])
+		if text, _ := jsonString(m["msg"]); level == "error" && text != "" {
+			msg = text
 		}
 	}
 	return msg

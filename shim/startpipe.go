@@ -1,8 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,21 +26,21 @@ func openStartPipe() *startPipe {
 	return &startPipe{f: os.NewFile(startFd, "start-pipe")}
 }
 
-type startResult struct {
-	Pid   int    `json:"pid,omitempty"`
-	Error string `json:"error,omitempty"`
+func (p *startPipe) started(pid int) {
+	p.send(strconv.AppendInt([]byte(`{"pid":`), int64(pid), 10))
 }
 
-func (p *startPipe) started(pid int) { p.send(startResult{Pid: pid}) }
+func (p *startPipe) fail(err error) {
+	p.send(appendJSONString([]byte(`{"error":`), err.Error()))
+}
 
-func (p *startPipe) fail(err error) { p.send(startResult{Error: err.Error()}) }
-
-func (p *startPipe) send(r startResult) {
+// send writes the line (a daemon gone meanwhile gives EPIPE, not a signal:
+// it is not fd 1 or 2) and closes the pipe.
+func (p *startPipe) send(line []byte) {
 	if p.f == nil {
 		return
 	}
-	line, _ := json.Marshal(r)
-	p.f.Write(append(line, '\n'))
+	p.f.Write(append(line, "}\n"...))
 	p.f.Close()
 	p.f = nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,7 +20,7 @@ func writeFileAtomic(dir, name string, data []byte) error {
 	}
 	if err := writeSync(tmp, data); err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", name, err)
+		return wrap("write "+name, err)
 	}
 	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
 		os.Remove(tmp.Name())
@@ -104,6 +103,16 @@ func statField(stat []byte, n int) (string, error) {
 	return string(fields[n-3]), nil
 }
 
+// createPrivate creates path with mode 0600 if it does not exist, so that
+// runc, which appends to it, does not create it 0644.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
 // readPidFile reads the pid runc wrote with --pid-file.
 func readPidFile(path string) (int, error) {
 	data, err := os.ReadFile(path)
@@ -112,7 +121,7 @@ func readPidFile(path string) (int, error) {
 	}
 	pid, err := strconv.Atoi(string(bytes.TrimSpace(data)))
 	if err != nil || pid <= 0 {
-		return 0, fmt.Errorf("bad pid file %s: %q", path, data)
+		return 0, errors.New("bad pid file " + path + ": " + strconv.Quote(string(data)))
 	}
 	return pid, nil
 }

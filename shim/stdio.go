@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -60,11 +59,11 @@ func (s *stdio) openStdin(path string) error {
 	}
 	keep, err := os.OpenFile(path, os.O_RDWR|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return fmt.Errorf("open stdin: %w", err)
+		return wrap("open stdin", err)
 	}
 	r, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return fmt.Errorf("open stdin: %w", err)
+		return wrap("open stdin", err)
 	}
 	s.keepAlive, s.stdinR = keep, r
 	return nil
@@ -76,7 +75,7 @@ func (s *stdio) openStdin(path string) error {
 func openOutput(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open output: %w", err)
+		return nil, wrap("open output", err)
 	}
 	return f, nil
 }
@@ -138,7 +137,7 @@ func newPipe(read bool, cfg *processConfig) (int, *os.File, error) {
 	}
 	if cfg.RootUID != 0 || cfg.RootGID != 0 {
 		if err := unix.Fchown(child, cfg.RootUID, cfg.RootGID); err != nil {
-			return -1, nil, fmt.Errorf("chown stdio pipe: %w", err)
+			return -1, nil, wrap("chown stdio pipe", err)
 		}
 	}
 	if err := unix.SetNonblock(ours, true); err != nil {

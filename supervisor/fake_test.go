@@ -21,12 +21,12 @@ type fakeRuntime struct {
 	mu         sync.Mutex
 	live       map[string]*fakeContainer
 	retired    []*fakeContainer
-	failRetire int // Retire fails this many more times
+	failRetire map[string]int // Retire of id fails this many more times
 	failStart  error
 	n          int
 }
 
-func newFakeRuntime() *fakeRuntime { return &fakeRuntime{live: map[string]*fakeContainer{}} }
+func newFakeRuntime() *fakeRuntime { return &fakeRuntime{live: map[string]*fakeContainer{}, failRetire: map[string]int{}} }
 
 type fakeContainer struct {
 	rt          *fakeRuntime
@@ -152,10 +152,10 @@ func (c *fakeContainer) RemoveProcess(pid string) error {
 	return nil
 }
 
-func (c *fakeContainer) Pause(context.Context) error             { return nil }
-func (c *fakeContainer) Resume(context.Context) error            { return nil }
-func (c *fakeContainer) Pids(context.Context) ([]int, error)     { return []int{c.procs["init"].pid}, nil }
-func (c *fakeContainer) OOMCgroups() (string, string)            { return "/fake/memory/" + c.id, "" }
+func (c *fakeContainer) Pause(context.Context) error                   { return nil }
+func (c *fakeContainer) Resume(context.Context) error                  { return nil }
+func (c *fakeContainer) Pids(context.Context) ([]int, error)           { return []int{c.procs["init"].pid}, nil }
+func (c *fakeContainer) OOMCgroups() (string, string)                  { return "/fake/memory/" + c.id, "" }
 func (c *fakeContainer) Stats(context.Context) (*runtime.Stats, error) { return &runtime.Stats{}, nil }
 func (c *fakeContainer) UpdateResources(context.Context, *specs.LinuxResources) error {
 	return nil
@@ -164,7 +164,7 @@ func (c *fakeContainer) Checkpoint(context.Context, string, runtime.CheckpointOp
 	return errors.New("not supported by the fake")
 }
 func (c *fakeContainer) Checkpoints(string) ([]runtime.Checkpoint, error) { return nil, nil }
-func (c *fakeContainer) DeleteCheckpoint(string, string) error          { return nil }
+func (c *fakeContainer) DeleteCheckpoint(string, string) error            { return nil }
 
 func (c *fakeContainer) Retire() error {
 	c.rt.mu.Lock()
@@ -172,8 +172,8 @@ func (c *fakeContainer) Retire() error {
 	if c.retiredFlag {
 		return nil
 	}
-	if c.rt.failRetire > 0 {
-		c.rt.failRetire--
+	if c.rt.failRetire[c.id] > 0 {
+		c.rt.failRetire[c.id]--
 		return errors.New("injected retire failure")
 	}
 	c.retiredFlag = true
@@ -253,13 +253,13 @@ func newFakeMonitor() *fakeMonitor {
 	return &fakeMonitor{exits: make(chan monitor.ExitSource), ooms: make(chan string), closed: make(chan struct{})}
 }
 
-func (m *fakeMonitor) Monitor(monitor.ExitSource) error      { return nil }
-func (m *fakeMonitor) MonitorOOM(monitor.OOMSource) error    { return nil }
-func (m *fakeMonitor) StopOOM(string)                        {}
-func (m *fakeMonitor) Exits() <-chan monitor.ExitSource      { return m.exits }
-func (m *fakeMonitor) OOMs() <-chan string                   { return m.ooms }
-func (m *fakeMonitor) Count() int                            { return 0 }
-func (m *fakeMonitor) Close() error                          { m.once.Do(func() { close(m.closed) }); return nil }
+func (m *fakeMonitor) Monitor(monitor.ExitSource) error   { return nil }
+func (m *fakeMonitor) MonitorOOM(monitor.OOMSource) error { return nil }
+func (m *fakeMonitor) StopOOM(string)                     {}
+func (m *fakeMonitor) Exits() <-chan monitor.ExitSource   { return m.exits }
+func (m *fakeMonitor) OOMs() <-chan string                { return m.ooms }
+func (m *fakeMonitor) Count() int                         { return 0 }
+func (m *fakeMonitor) Close() error                       { m.once.Do(func() { close(m.closed) }); return nil }
 
 // fakeClock fires timers only when the test advances it.
 type fakeClock struct {
@@ -328,4 +328,11 @@ func (c *fakeClock) Pending(d time.Duration) int {
 		}
 	}
 	return n
+}
+
+// proc returns a process of c under the runtime's lock.
+func (c *fakeContainer) proc(id string) *fakeProcess {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	return c.procs[id]
 }

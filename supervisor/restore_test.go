@@ -18,8 +18,8 @@ func restoreScenario(t *testing.T, dir string) (*fakeRuntime, *fakeContainer, *f
 	b := h.create("b")
 	h.expect("start-container a", "start-process a e1", "start-container b")
 	must(t, h.s.Stop())
-	a.procs["e1"].die(1)
-	a.procs["init"].die(137)
+	a.proc("e1").die(1)
+	a.proc("init").die(137)
 	return rt, a, b
 }
 
@@ -35,7 +35,7 @@ func TestRestoreReplaysDeadExitsOnceAndKeepsLiveOnes(t *testing.T) {
 	if infos[0].Status != StatusRunning {
 		t.Fatalf("b status %q", infos[0].Status)
 	}
-	h.kill(b.procs["init"], 0)
+	h.kill(b.proc("init"), 0)
 	h.expect("exit b init 0")
 	must(t, h.s.Stop())
 	// A third start replays nothing new.

@@ -104,11 +104,11 @@ type Supervisor struct {
 	loopDone chan struct{}
 
 	// Owned by the loop.
-	containers map[string]*entry       // live incarnations by id
-	procs      map[Process]*entry      // every monitored process
-	queues     map[string]*workQueue   // per-id ordered work, outlives the entry
+	containers map[string]*entry        // live incarnations by id
+	procs      map[Process]*entry       // every monitored process
+	queues     map[string]*workQueue    // per-id ordered work, outlives the entry
 	subs       map[*subscriber]struct{} // live subscribers
-	outbox     []func()                // publications and replies waiting for the journal commit
+	outbox     []func()                 // publications and replies waiting for the journal commit
 	stopping   bool
 	appended   int  // events journaled by this supervisor
 	crashed    bool // test hook: see Config.crashAfter
@@ -194,8 +194,6 @@ func (s *Supervisor) loop() {
 			if ok {
 				s.onOOM(id)
 			}
-		case <-s.workers.freed:
-			s.workers.refill()
 		case <-s.stopCh:
 			s.shutdown()
 			return
@@ -221,7 +219,6 @@ func (s *Supervisor) drain() {
 // flush commits the journal, then publishes and replies, in that order, so
 // what any subscriber or client saw is on disk.
 func (s *Supervisor) flush() {
-	s.workers.refill()
 	if len(s.outbox) == 0 {
 		return
 	}

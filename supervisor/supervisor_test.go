@@ -108,12 +108,12 @@ func TestOrdering(t *testing.T) {
 	}{
 		{"short container", func(h *harness) {
 			c := h.create("a")
-			h.kill(c.procs["init"], 0)
+			h.kill(c.proc("init"), 0)
 		}, []string{"start-container a", "exit a init 0"}},
 		{"exec exits come before init exit even when init dies first", func(h *harness) {
 			c := h.create("a")
 			e1, e2 := h.exec(c, "e1"), h.exec(c, "e2")
-			h.kill(c.procs["init"], 143)
+			h.kill(c.proc("init"), 143)
 			h.kill(e2, 137)
 			h.kill(e1, 137)
 		}, []string{"start-container a", "start-process a e1", "start-process a e2",
@@ -121,15 +121,15 @@ func TestOrdering(t *testing.T) {
 		{"oom before exit", func(h *harness) {
 			c := h.create("a")
 			h.mon.ooms <- "a"
-			h.kill(c.procs["init"], 137)
+			h.kill(c.proc("init"), 137)
 		}, []string{"start-container a", "oom a", "exit a init 137"}},
 		{"duplicate exit report is handled once", func(h *harness) {
 			c := h.create("a")
 			e1 := h.exec(c, "e1")
 			h.kill(e1, 1)
 			h.mon.exits <- e1
-			h.kill(c.procs["init"], 0)
-			h.mon.exits <- c.procs["init"]
+			h.kill(c.proc("init"), 0)
+			h.mon.exits <- c.proc("init")
 		}, []string{"start-container a", "start-process a e1", "exit a e1 1", "exit a init 0"}},
 		{"pause and resume", func(h *harness) {
 			h.create("a")
@@ -138,11 +138,11 @@ func TestOrdering(t *testing.T) {
 		}, []string{"start-container a", "pause a", "resume a"}},
 		{"id reusable at once after the exit; a late exit of the old one is ignored", func(h *harness) {
 			old := h.create("a")
-			h.kill(old.procs["init"], 3)
+			h.kill(old.proc("init"), 3)
 			h.expect("start-container a", "exit a init 3")
 			c := h.create("a")
-			h.mon.exits <- old.procs["init"]
-			h.kill(c.procs["init"], 4)
+			h.mon.exits <- old.proc("init")
+			h.kill(c.proc("init"), 4)
 		}, []string{"start-container a", "exit a init 4"}},
 	}
 	for _, tc := range tests {
@@ -216,15 +216,15 @@ func TestRetryWithBackoffKeepsOrderAndOthersGoOn(t *testing.T) {
 	h.expect("start-container a")
 	<-h.clock.armed // reconcile timer
 	rt.mu.Lock()
-	rt.failRetire = 2
+	rt.failRetire["a"] = 2
 	rt.mu.Unlock()
-	h.kill(a.procs["init"], 9)
+	h.kill(a.proc("init"), 9)
 	if d := <-h.clock.armed; d != time.Second {
 		t.Fatalf("first retry after %s, want 1s", d)
 	}
 	// Another container is not held up by a's backoff.
 	b := h.create("b")
-	h.kill(b.procs["init"], 0)
+	h.kill(b.proc("init"), 0)
 	h.expect("start-container b", "exit b init 0")
 	h.clock.Advance(time.Second)
 	if d := <-h.clock.armed; d != 2*time.Second {
@@ -242,10 +242,10 @@ func TestReconcileFindsMissedExitOnce(t *testing.T) {
 	a := h.create("a")
 	h.expect("start-container a")
 	<-h.clock.armed
-	a.procs["init"].die(7) // the monitor never reports it
+	a.proc("init").die(7) // the monitor never reports it
 	h.clock.Advance(time.Minute)
 	h.expect("exit a init 7")
-	h.mon.exits <- a.procs["init"] // a late report changes nothing
+	h.mon.exits <- a.proc("init") // a late report changes nothing
 	b := h.create("b")
 	h.expect("start-container b")
 	_ = b
@@ -284,15 +284,16 @@ func TestSlowSubscriberCutOffOthersGoOn(t *testing.T) {
 	slow, err := h.s.Subscribe(context.Background(), SubscribeRequest{})
 	must(t, err)
 	a := h.create("a")
-	var want []string
-	want = append(want, "start-container a")
+	want := []string{"start-container a"}
+	h.expect(want...)
 	for i := 0; i < 100; i++ { // more than the 64-event buffer
 		must(t, h.s.Update(context.Background(), UpdateRequest{ID: "a", Status: StatusPaused}))
+		h.expect("pause a") // the fast subscriber keeps up and sees everything
 		want = append(want, "pause a")
 	}
-	h.kill(a.procs["init"], 0)
+	h.kill(a.proc("init"), 0)
 	want = append(want, "exit a init 0")
-	h.expect(want...) // the fast subscriber saw everything
+	h.expect("exit a init 0")
 	ctx := context.Background()
 	var last journal.Event
 	for {

@@ -1,21 +1,23 @@
 package supervisor
 
+import "sync"
+
 // job is slow work (runc, shim, file system) run off the loop. Its result, if
 // it changes state, comes back into the loop as a task.
 type job func()
 
-// workerPool runs jobs on a fixed number of goroutines. Submit never blocks
-// the loop: jobs that find every worker busy wait in a backlog owned by the
-// loop, which feeds them as workers free up.
+// workerPool runs jobs on a fixed number of goroutines. submit never blocks
+// the loop: jobs wait in a queue under a mutex held only to append or pop.
 type workerPool struct {
-	jobs    chan job
-	backlog []job // owned by the loop
-	done    chan struct{}
-	freed   chan struct{} // a worker finished a job: the loop may refill
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []job
+	stopped bool
 }
 
 func newWorkerPool(n int) *workerPool {
-	p := &workerPool{jobs: make(chan job), done: make(chan struct{}), freed: make(chan struct{}, n)}
+	p := &workerPool{}
+	p.cond = sync.NewCond(&p.mu)
 	for i := 0; i < n; i++ {
 		go p.work()
 	}
@@ -24,42 +26,49 @@ func newWorkerPool(n int) *workerPool {
 
 func (p *workerPool) work() {
 	for {
-		select {
-		case j := <-p.jobs:
-			j()
-			select {
-			case p.freed <- struct{}{}:
-			default:
-			}
-		case <-p.done:
+		j, ok := p.next()
+		if !ok {
 			return
 		}
+		j()
 	}
 }
 
-// submit hands j to an idle worker or queues it. Called by the loop only.
+func (p *workerPool) next() (job, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.queue) == 0 && !p.stopped {
+		p.cond.Wait()
+	}
+	if p.stopped {
+		return nil, false
+	}
+	j := p.queue[0]
+	p.queue[0] = nil
+	p.queue = p.queue[1:]
+	return j, true
+}
+
+// submit queues j for the next idle worker.
 func (p *workerPool) submit(j job) {
-	if len(p.backlog) == 0 {
-		select {
-		case p.jobs <- j:
-			return
-		default:
-		}
-	}
-	p.backlog = append(p.backlog, j)
+	p.mu.Lock()
+	p.queue = append(p.queue, j)
+	p.mu.Unlock()
+	p.cond.Signal()
 }
 
-// refill moves backlog jobs to idle workers without blocking. Called by the loop.
-func (p *workerPool) refill() {
-	for len(p.backlog) > 0 {
-		select {
-		case p.jobs <- p.backlog[0]:
-			p.backlog[0] = nil
-			p.backlog = p.backlog[1:]
-		default:
-			return
-		}
-	}
+// backlog is the number of jobs waiting for a worker.
+func (p *workerPool) backlog() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue)
 }
 
-func (p *workerPool) stop() { close(p.done) }
+// stop ends the workers after their current job; queued jobs are dropped
+// (what they would have done is redone by restore at the next start).
+func (p *workerPool) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}

@@ -36,8 +36,6 @@ type Server struct {
 	log     *logrus.Entry
 	health  *health.Server
 	machine *types.Machine // host facts, read once
-	// procStat is the path system_usage is read from (tests point it elsewhere).
-	procStat string
 }
 
 // Option configures New.
@@ -56,11 +54,10 @@ func New(sup *supervisor.Supervisor, opts ...Option) *Server {
 
 func newServer(b backend, opts ...Option) *Server {
 	s := &Server{
-		sup:      b,
-		log:      logrus.NewEntry(logrus.StandardLogger()),
-		health:   health.NewServer(),
-		machine:  machineInfo(),
-		procStat: "/proc/stat",
+		sup:     b,
+		log:     logrus.NewEntry(logrus.StandardLogger()),
+		health:  health.NewServer(),
+		machine: machineInfo(),
 	}
 	for _, o := range opts {
 		o(s)

@@ -1,40 +1,40 @@
 package server
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
+	runc "github.com/containerd/go-runc"
 	"github.com/evjournal/containerd/api"
 	"github.com/evjournal/containerd/api/types"
-	runc "github.com/containerd/go-runc"
+	"github.com/evjournal/containerd/runtime"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// clockTicks is USER_HZ, the unit of /proc/stat. It is 100 on every Linux
-// architecture Go supports.
-const clockTicks = 100
-
-// Stats samples a container's cgroup statistics (compat doc 3.11).
+// Stats samples a container's cgroup statistics (compat doc 3.11). The
+// runtime adds system_usage (from /proc/stat) and the sample's time.
 func (s *Server) Stats(ctx context.Context, r *types.StatsRequest) (*types.StatsResponse, error) {
-	now := time.Now()
 	st, err := s.sup.Stats(ctx, r.GetId())
 	if err != nil {
 		return nil, api.ToGRPC(err)
 	}
-	rs, limits := runcStats(st)
-	resp := statsToProto(rs, limits)
-	resp.Timestamp = timestamppb.New(now)
-	if sys, err := systemUsage(s.procStat); err != nil {
-		s.log.WithError(err).Warn("stats: no system_usage")
-	} else {
-		resp.CgroupStats.CpuStats.SystemUsage = sys
+	return runtimeStatsToProto(st), nil
+}
+
+// runtimeStatsToProto converts the runtime's sample. A sample without a
+// time gets the time of the reply (the timestamp is always present).
+func runtimeStatsToProto(st *runtime.Stats) *types.StatsResponse {
+	if st == nil {
+		st = &runtime.Stats{}
 	}
-	return resp, nil
+	resp := statsToProto(&st.Stats, nil)
+	resp.CgroupStats.CpuStats.SystemUsage = st.SystemUsage
+	when := st.Timestamp
+	if when.IsZero() {
+		when = time.Now()
+	}
+	resp.Timestamp = timestamppb.New(when)
+	return resp
 }
 
 // statsToProto converts runc's statistics. hugetlbLimits, keyed by page size
@@ -131,42 +131,4 @@ func networkToProto(n *runc.NetworkInterface) *types.NetworkStats {
 		TxErrors:   n.TxErrors,
 		TxDropped:  n.TxDropped,
 	}
-}
-
-// systemUsage returns the host's CPU time in ns: the first seven numbers of
-// the `cpu` line of /proc/stat (user, nice, system, idle, iowait, irq,
-// softirq), summed, converted from clock ticks (compat doc 2.3, CpuStats).
-func systemUsage(procStat string) (uint64, error) {
-	f, err := os.Open(procStat)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 0 || fields[0] != "cpu" {
-			continue
-		}
-		return sumTicks(fields[1:])
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("%s: no cpu line", procStat)
-}
-
-func sumTicks(fields []string) (uint64, error) {
-	if len(fields) < 7 {
-		return 0, fmt.Errorf("/proc/stat cpu line: %d fields, want at least 7", len(fields))
-	}
-	var ticks uint64
-	for _, f := range fields[:7] {
-		v, err := strconv.ParseUint(f, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/stat cpu line: %w", err)
-		}
-		ticks += v
-	}
-	return ticks * (uint64(time.Second) / clockTicks), nil
 }

@@ -107,7 +107,7 @@ func run(step []string) error {
 		return err
 	case "child-sleep":
 		// used by fork: the children just wait to be killed
-		select {}
+		sleepForever()
 	}
 	return fmt.Errorf("unknown step %q", step[0])
 }
@@ -121,7 +121,7 @@ func first(args []string) string {
 
 func sleep(args []string) error {
 	if first(args) == "forever" || len(args) == 0 {
-		select {}
+		sleepForever()
 	}
 	d, err := time.ParseDuration(args[0])
 	if err != nil {
@@ -129,6 +129,14 @@ func sleep(args []string) error {
 	}
 	time.Sleep(d)
 	return nil
+}
+
+// sleepForever blocks until a signal kills the process. A bare select{}
+// would not do: with no other goroutine the Go runtime calls it a deadlock.
+func sleepForever() {
+	for {
+		time.Sleep(time.Hour)
+	}
 }
 
 func stamp(args []string) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -67,11 +68,15 @@ func Open(path string, opts Options) (*Journal, error) {
 	}
 	j := &Journal{path: path, opts: opts, log: opts.Logger.WithField("file", path)}
 	j.removeStaleTemps()
+	_, statErr := os.Stat(path)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open journal: %w", err)
 	}
 	j.file = f
+	if errors.Is(statErr, os.ErrNotExist) {
+		j.syncNewEntry()
+	}
 	j.fixMode()
 	if err := j.load(); err != nil {
 		f.Close()
@@ -97,6 +102,16 @@ func (o *Options) fill() error {
 		o.Logger = logrus.NewEntry(logrus.StandardLogger())
 	}
 	return nil
+}
+
+// syncNewEntry makes a just created file's directory entry durable: without
+// it, events fsynced into the file could vanish with the entry on power loss.
+// A failure is retried at the next Commit.
+func (j *Journal) syncNewEntry() {
+	if err := syncDir(filepath.Dir(j.path)); err != nil {
+		j.dirSyncPending = true
+		j.log.WithError(err).Warn("journal: cannot sync the directory of the new journal")
+	}
 }
 
 // fixMode tightens a journal inherited from v0.2.9, which created it 0755.

@@ -135,15 +135,15 @@ func (l *loader) skipHeld() {
 // strictly increasing. v0.2.9 records have no seq and take previous+1; a
 // record that goes backwards (old clock steps, hand edits) is renumbered.
 func (l *loader) add(ev Event) {
-	switch {
-	case ev.Seq == 0:
+	fixed := ev.Seq != 0 && ev.Seq <= l.lastSeq
+	if ev.Seq == 0 || fixed {
 		ev.Seq = l.lastSeq + 1
-	case ev.Seq <= l.lastSeq:
-		ev.Seq = l.lastSeq + 1
-		l.j.stats.renumbered.Add(1)
 	}
 	if !ev.Timestamp.After(l.lastTS) {
 		ev.Timestamp = l.lastTS.Add(time.Nanosecond)
+		fixed = true
+	}
+	if fixed {
 		l.j.stats.renumbered.Add(1)
 	}
 	l.lastSeq, l.lastTS = ev.Seq, ev.Timestamp

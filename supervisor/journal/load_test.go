@@ -161,6 +161,9 @@ func TestLoadV029Records(t *testing.T) {
 	j := mustOpen(t, path, Options{})
 	assertEvents(t, j.After(0, ""), want)
 	assertEvents(t, j.Since(want[2].Timestamp, "c1"), want[3:4])
+	if s := j.Stats(); s.Renumbered != 1 || s.Loaded != 6 {
+		t.Fatalf("stats %+v", s)
+	}
 	next := mustAppend(t, j, Event{Type: TypeStartContainer, ID: "c3"})
 	if next.Seq != 7 {
 		t.Fatalf("seq after v0.2.9 records = %d", next.Seq)

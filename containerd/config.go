@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/evjournal/containerd/supervisor/journal"
+	"github.com/urfave/cli/v2"
+)
+
+// config is the validated command line.
+type config struct {
+	debug             bool
+	logLevel          string
+	logFormat         string
+	stateDir          string // absolute
+	listen            listenAddr
+	socketGID         int // -1: leave the socket's group alone
+	runtime           string
+	runtimeArgs       []string
+	shim              string
+	startTimeout      time.Duration
+	retainCount       int
+	syncPolicy        journal.SyncPolicy
+	reconcileInterval time.Duration
+	metricsInterval   time.Duration
+	metricsAddress    string
+	pprofAddress      string
+	graphiteAddress   string
+}
+
+// flags are v0.2.9's (compat doc section 5: same names, shorts and
+// defaults) followed by this daemon's additions.
+func flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "debug", Usage: "enable debug output in the logs"},
+		&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn, error, fatal or panic (overrides --debug)"},
+		&cli.StringFlag{Name: "state-dir", Value: "/run/containerd", Usage: "runtime state directory"},
+		&cli.DurationFlag{Name: "metrics-interval", Value: 5 * time.Minute, Usage: "interval for logging metrics (0 disables)"},
+		&cli.StringFlag{Name: "listen", Aliases: []string{"l"}, Value: "unix:///run/containerd/containerd.sock",
+			Usage: "proto://address of the gRPC API (unix://PATH, tcp://HOST:PORT, fd://[N])"},
+		&cli.StringFlag{Name: "runtime", Aliases: []string{"r"}, Value: "runc", Usage: "default OCI runtime binary (name or path)"},
+		&cli.StringSliceFlag{Name: "runtime-args", Usage: "global argument for every runtime call (repeatable)"},
+		&cli.StringFlag{Name: "shim", Value: "containerd-shim", Usage: "shim binary (name or path)"},
+		&cli.StringFlag{Name: "pprof-address", Usage: "serve Go pprof and expvar over HTTP on this address (unauthenticated)"},
+		&cli.DurationFlag{Name: "start-timeout", Value: 30 * time.Second, Usage: "how long a new process may take to start"},
+		&cli.IntFlag{Name: "retain-count", Value: 500, Usage: "number of recent events the journal keeps (0 or less: all)"},
+		&cli.StringFlag{Name: "graphite-address", Usage: "accepted for compatibility; graphite is not supported"},
+		&cli.StringFlag{Name: "journal-sync", Value: "batch", Usage: "when the event journal is fsynced: always, batch or none"},
+		&cli.DurationFlag{Name: "reconcile-interval", Value: 10 * time.Second, Usage: "how often container state is checked against the system (0 disables)"},
+		&cli.StringFlag{Name: "metrics-address", Usage: "serve metrics in Prometheus text format at http://ADDRESS/metrics (unauthenticated)"},
+		&cli.StringFlag{Name: "socket-group", Usage: "group (name or gid) that owns the unix socket"},
+		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log format: text or json"},
+	}
+}
+
+// configFrom validates the flags. Every problem is an error here, before the
+// daemon touches anything.
+func configFrom(c *cli.Context) (config, error) {
+	cfg := config{
+		debug:             c.Bool("debug"),
+		logLevel:          c.String("log-level"),
+		logFormat:         c.String("log-format"),
+		runtime:           c.String("runtime"),
+		runtimeArgs:       c.StringSlice("runtime-args"),
+		shim:              c.String("shim"),
+		startTimeout:      c.Duration("start-timeout"),
+		retainCount:       c.Int("retain-count"),
+		reconcileInterval: c.Duration("reconcile-interval"),
+		metricsInterval:   c.Duration("metrics-interval"),
+		metricsAddress:    c.String("metrics-address"),
+		pprofAddress:      c.String("pprof-address"),
+		graphiteAddress:   c.String("graphite-address"),
+	}
+	var err error
+	if cfg.stateDir, err = stateDirFlag(c.String("state-dir")); err != nil {
+		return cfg, err
+	}
+	if cfg.listen, err = parseListen(c.String("listen")); err != nil {
+		return cfg, err
+	}
+	if cfg.socketGID, err = lookupGroup(c.String("socket-group")); err != nil {
+		return cfg, err
+	}
+	if cfg.syncPolicy, err = journal.ParseSyncPolicy(c.String("journal-sync")); err != nil {
+		return cfg, fmt.Errorf("--journal-sync: %w", err)
+	}
+	return cfg, cfg.check()
+}
+
+// check rejects values no component could work with.
+func (cfg config) check() error {
+	switch {
+	case cfg.logFormat != "text" && cfg.logFormat != "json":
+		return fmt.Errorf("--log-format %q: want text or json", cfg.logFormat)
+	case cfg.runtime == "":
+		return fmt.Errorf("--runtime cannot be empty")
+	case cfg.shim == "":
+		return fmt.Errorf("--shim cannot be empty")
+	case cfg.startTimeout <= 0:
+		return fmt.Errorf("--start-timeout %s: must be positive", cfg.startTimeout)
+	case cfg.metricsInterval < 0:
+		return fmt.Errorf("--metrics-interval %s: must not be negative", cfg.metricsInterval)
+	case cfg.reconcileInterval < 0:
+		return fmt.Errorf("--reconcile-interval %s: must not be negative", cfg.reconcileInterval)
+	}
+	return nil
+}
+
+// stateDirFlag makes the state dir absolute: shims run with other working
+// directories, and v0.2 clients pass relative paths.
+func stateDirFlag(dir string) (string, error) {
+	if dir == "" {
+		return "", fmt.Errorf("--state-dir cannot be empty")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("--state-dir %q: %w", dir, err)
+	}
+	return abs, nil
+}
+
+// lookupGroup resolves --socket-group: "" is -1 (unchanged), a number is a
+// gid, anything else a group name.
+func lookupGroup(group string) (int, error) {
+	if group == "" {
+		return -1, nil
+	}
+	if gid, err := strconv.Atoi(group); err == nil {
+		if gid < 0 {
+			return 0, fmt.Errorf("--socket-group %d: invalid gid", gid)
+		}
+		return gid, nil
+	}
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		return 0, fmt.Errorf("--socket-group: %w", err)
+	}
+	return strconv.Atoi(g.Gid)
+}
+
+// listenAddr is a parsed --listen value.
+type listenAddr struct {
+	proto string // "unix", "tcp" or "fd"
+	addr  string // path, host:port, or fd spec ("", "*" or a number)
+}
+
+func (l listenAddr) String() string { return l.proto + "://" + l.addr }
+
+// parseListen splits proto://address (compat doc 1.1). A value without
+// "://" is an error, as in v0.2.9.
+func parseListen(s string) (listenAddr, error) {
+	proto, addr, ok := strings.Cut(s, "://")
+	if !ok {
+		return listenAddr{}, fmt.Errorf("--listen %q: want proto://address (unix://PATH, tcp://HOST:PORT or fd://[N])", s)
+	}
+	l := listenAddr{proto: proto, addr: addr}
+	switch proto {
+	case "unix":
+		if addr == "" {
+			return l, fmt.Errorf("--listen %q: empty socket path", s)
+		}
+	case "tcp":
+		if addr == "" {
+			return l, fmt.Errorf("--listen %q: empty address", s)
+		}
+	case "fd":
+		if addr != "" && addr != "*" {
+			if n, err := strconv.Atoi(addr); err != nil || n < 3 {
+				return l, fmt.Errorf("--listen %q: want fd://, fd://* or fd://N with N >= 3", s)
+			}
+		}
+	default:
+		return l, fmt.Errorf("--listen %q: unknown protocol %q (want unix, tcp or fd)", s, proto)
+	}
+	return l, nil
+}
+
+// String shows the configuration in logs and tests.
+func (cfg config) String() string {
+	type fields config // without this method
+	return fmt.Sprintf("%+v", fields(cfg))
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/evjournal/containerd/supervisor/journal"
+	"github.com/urfave/cli/v2"
+)
+
+// parseFlags runs the daemon's flag parsing on args without starting it.
+func parseFlags(args ...string) (config, error) {
+	var cfg config
+	app := newApp()
+	app.Action = func(c *cli.Context) error {
+		var err error
+		cfg, err = configFrom(c)
+		return err
+	}
+	err := app.Run(append([]string{"containerd"}, args...))
+	return cfg, err
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, err := parseFlags()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config{
+		logFormat: "text", stateDir: "/run/containerd",
+		listen:    listenAddr{proto: "unix", addr: "/run/containerd/containerd.sock"},
+		socketGID: -1, runtime: "runc", shim: "containerd-shim", startTimeout: 30 * time.Second,
+		retainCount: 500, syncPolicy: journal.SyncBatch, reconcileInterval: 10 * time.Second,
+		metricsInterval: 5 * time.Minute,
+	}
+	if cfg.String() != want.String() {
+		t.Fatalf("defaults\n got %s\nwant %s", cfg, want)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	wd, _ := os.Getwd()
+	cfg, err := parseFlags("--debug", "--log-level", "warn", "--state-dir", "rel/state", "-l", "tcp://127.0.0.1:0",
+		"-r", "crun", "--runtime-args", "--root=/a,b", "--runtime-args", "--debug", "--shim", "/bin/shim",
+		"--start-timeout", "5s", "--retain-count", "0", "--journal-sync", "always", "--reconcile-interval", "0",
+		"--metrics-interval", "0m0s", "--metrics-address", ":9100", "--pprof-address", "127.0.0.1:6060",
+		"--socket-group", "0", "--log-format", "json", "-graphite-address", "g:2003")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config{
+		debug: true, logLevel: "warn", logFormat: "json", stateDir: filepath.Join(wd, "rel/state"),
+		listen: listenAddr{proto: "tcp", addr: "127.0.0.1:0"}, socketGID: 0, runtime: "crun",
+		runtimeArgs: []string{"--root=/a,b", "--debug"}, shim: "/bin/shim", startTimeout: 5 * time.Second,
+		retainCount: 0, syncPolicy: journal.SyncAlways, metricsAddress: ":9100", pprofAddress: "127.0.0.1:6060",
+		graphiteAddress: "g:2003",
+	}
+	if cfg.String() != want.String() {
+		t.Fatalf("flags\n got %s\nwant %s", cfg, want)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "/run/x.sock"}, "want proto://address"},
+		{[]string{"--listen", "udp://x"}, "unknown protocol"},
+		{[]string{"--listen", "unix://"}, "empty socket path"},
+		{[]string{"--listen", "fd://2"}, "fd://N with N >= 3"},
+		{[]string{"--journal-sync", "sometimes"}, "--journal-sync"},
+		{[]string{"--log-format", "xml"}, "--log-format"},
+		{[]string{"--start-timeout", "0s"}, "must be positive"},
+		{[]string{"--start-timeout", "soon"}, "invalid value"},
+		{[]string{"--retain-count", "many"}, "invalid value"},
+		{[]string{"--runtime", ""}, "--runtime cannot be empty"},
+		{[]string{"--state-dir", ""}, "--state-dir cannot be empty"},
+		{[]string{"--socket-group", "no-such-group-here"}, "--socket-group"},
+		{[]string{"--metrics-interval", "-1s"}, "must not be negative"},
+		{[]string{"--no-such-flag"}, "flag provided but not defined"},
+		{[]string{"extra-arg"}, ""}, // checked by action, below
+	}
+	for _, tt := range tests[:len(tests)-1] {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, err := parseFlags(tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+	if err := newApp().Run([]string{"containerd", "extra-arg"}); err == nil || !strings.Contains(err.Error(), "unexpected arguments") {
+		t.Fatalf("extra argument: %v", err)
+	}
+}
+
+func TestParseListen(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    listenAddr
+		wantErr bool
+	}{
+		{"unix:///run/containerd/containerd.sock", listenAddr{"unix", "/run/containerd/containerd.sock"}, false},
+		{"unix://rel.sock", listenAddr{"unix", "rel.sock"}, false},
+		{"tcp://127.0.0.1:7000", listenAddr{"tcp", "127.0.0.1:7000"}, false},
+		{"fd://", listenAddr{"fd", ""}, false},
+		{"fd://*", listenAddr{"fd", "*"}, false},
+		{"fd://3", listenAddr{"fd", "3"}, false},
+		{"fd://x", listenAddr{}, true},
+		{"/run/containerd/containerd.sock", listenAddr{}, true},
+		{"tcp://", listenAddr{}, true},
+		{"http://x", listenAddr{}, true},
+	}
+	for _, tt := range tests {
+		got, err := parseListen(tt.in)
+		if (err != nil) != tt.wantErr || (!tt.wantErr && got != tt.want) {
+			t.Errorf("parseListen(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestLookupGroup(t *testing.T) {
+	for in, want := range map[string]int{"": -1, "0": 0, "1234": 1234, "root": 0} {
+		if got, err := lookupGroup(in); err != nil || got != want {
+			t.Errorf("lookupGroup(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	if _, err := lookupGroup("-5"); err == nil {
+		t.Error("negative gid accepted")
+	}
+}

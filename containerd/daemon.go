@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/evjournal/containerd/api"
+	"github.com/evjournal/containerd/api/server"
+	"github.com/evjournal/containerd/supervisor"
+	metrics "github.com/rcrowley/go-metrics"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+)
+
+const (
+	// shutdownBudget bounds the whole shutdown: supervisors of the daemon
+	// expect it gone within 2 s of SIGINT/SIGTERM (compat doc 8.4).
+	shutdownBudget = 1800 * time.Millisecond
+	// workers and subscriberBuffer are v0.2.9's sizes (compat doc 3.0, 3.13).
+	workers          = 10
+	subscriberBuffer = 2048
+)
+
+// run is the daemon's life: state dir, lock, listen, register the API and
+// health (NOT_SERVING), restore through the supervisor, SERVING, serve until
+// SIGINT/SIGTERM, then a hard stop that leaves containers running.
+func run(cfg config, log *logrus.Entry) error {
+	log.WithFields(logrus.Fields{"version": api.Version(), "state-dir": cfg.stateDir, "listen": cfg.listen.String()}).
+		Info("containerd starting")
+	warnConfig(cfg, log)
+	if err := prepareStateDir(cfg.stateDir, log); err != nil {
+		return err
+	}
+	lock, err := lockStateDir(cfg.stateDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	raiseNofile(log)
+	stop := handleSignals(log)
+
+	listeners, err := listen(cfg.listen, cfg.socketGID, log)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.listen, err)
+	}
+	defer closeAll(listeners) // already closed by grpc's Stop in the normal case
+	d, err := newDaemon(cfg, log)
+	if err != nil {
+		return err
+	}
+	return d.run(cfg, listeners, stop)
+}
+
+// daemon holds what run wires together.
+type daemon struct {
+	log      *logrus.Entry
+	registry metrics.Registry
+	sup      *supervisor.Supervisor
+	api      *server.Server
+	grpc     *grpc.Server
+}
+
+func newDaemon(cfg config, log *logrus.Entry) (*daemon, error) {
+	d := &daemon{log: log, registry: metrics.NewRegistry()}
+	sup, err := supervisor.New(supervisorConfig(cfg, d.registry, log))
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	d.sup = sup
+	d.api = server.New(sup, server.WithLogger(log))
+	d.grpc = grpc.NewServer(server.ServerOptions(log)...)
+	d.api.Register(d.grpc) // health says NOT_SERVING until restore is done
+	return d, nil
+}
+
+func supervisorConfig(cfg config, registry metrics.Registry, log *logrus.Entry) supervisor.Config {
+	retain := cfg.retainCount
+	if retain < 0 {
+		retain = 0 // v0.2: 0 or less keeps everything
+	}
+	reconcile := cfg.reconcileInterval
+	if reconcile == 0 {
+		reconcile = -1 // the supervisor's "never"; its 0 means the default
+	}
+	return supervisor.Config{
+		StateDir:          cfg.stateDir,
+		Runtime:           cfg.runtime,
+		RuntimeArgs:       cfg.runtimeArgs,
+		Shim:              cfg.shim,
+		StartTimeout:      cfg.startTimeout,
+		RetainCount:       retain,
+		SyncPolicy:        cfg.syncPolicy,
+		ReconcileInterval: reconcile,
+		Workers:           workers,
+		SubscriberBuffer:  subscriberBuffer,
+		Logger:            log,
+		Metrics:           registry,
+	}
+}
+
+func (d *daemon) run(cfg config, listeners []net.Listener, stop <-chan os.Signal) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopDebug, err := startDebugServers(cfg, d.registry, d.log)
+	if err != nil {
+		d.shutdown(time.Now().Add(shutdownBudget))
+		return err
+	}
+	defer stopDebug()
+	if sig, err := d.start(ctx, stop); sig != nil || err != nil {
+		serr := d.shutdown(time.Now().Add(shutdownBudget))
+		if err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		d.log.WithField("signal", sig.String()).Info("stopped during restore")
+		return serr
+	}
+	go sampleProcess(ctx, d.registry)
+	if cfg.metricsInterval > 0 {
+		go logMetrics(ctx, d.registry, cfg.metricsInterval, d.log)
+	}
+	d.api.SetServing(true)
+	serveErr := serve(d.grpc, listeners)
+	d.log.Info("containerd serving")
+	select {
+	case sig := <-stop:
+		deadline := time.Now().Add(shutdownBudget)
+		d.log.WithField("signal", sig.String()).Info("shutting down; containers keep running")
+		return d.shutdown(deadline)
+	case err := <-serveErr:
+		d.shutdown(time.Now().Add(shutdownBudget))
+		return fmt.Errorf("serve: %w", err)
+	}
+}
+
+// start restores through the supervisor. A stop signal during restore wins:
+// it is returned and the caller shuts down.
+func (d *daemon) start(ctx context.Context, stop <-chan os.Signal) (os.Signal, error) {
+	done := make(chan error, 1)
+	go func() { done <- d.sup.Start(ctx) }()
+	select {
+	case err := <-done:
+		return nil, err
+	case sig := <-stop:
+		return sig, nil
+	}
+}
+
+// serve serves g on every listener; the channel gets the first failure.
+func serve(g *grpc.Server, listeners []net.Listener) <-chan error {
+	errc := make(chan error, len(listeners))
+	for _, lis := range listeners {
+		go func() {
+			if err := g.Serve(lis); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	return errc
+}
+
+// shutdown stops accepting and cuts every connection at once (a hard Stop,
+// so streaming clients see "transport is closing", compat doc section 5),
+// then stops the supervisor, which flushes the journal. Containers and shims
+// keep running. Everything must end by deadline.
+func (d *daemon) shutdown(deadline time.Time) error {
+	d.api.SetServing(false)
+	if err := within(deadline, func() error { d.grpc.Stop(); return nil }); err != nil {
+		d.log.WithError(err).Error("grpc stop")
+	}
+	if err := within(deadline, d.sup.Stop); err != nil {
+		return fmt.Errorf("supervisor stop: %w", err)
+	}
+	d.log.Info("containerd stopped")
+	return nil
+}
+
+var errTimeout = errors.New("timed out")
+
+// within runs f and waits for it until deadline.
+func within(deadline time.Time, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return errTimeout
+	}
+}
+
+// startDebugServers starts pprof and the metrics endpoint, each only when
+// its address is given.
+func startDebugServers(cfg config, registry metrics.Registry, log *logrus.Entry) (func(), error) {
+	var stops []func()
+	stopAll := func() {
+		for _, f := range stops {
+			f()
+		}
+	}
+	if cfg.pprofAddress != "" {
+		s, err := serveHTTP("pprof", cfg.pprofAddress, pprofHandler(), log)
+		if err != nil {
+			return nil, fmt.Errorf("--pprof-address: %w", err)
+		}
+		stops = append(stops, s)
+	}
+	if cfg.metricsAddress != "" {
+		s, err := serveHTTP("metrics", cfg.metricsAddress, metricsMux(registry), log)
+		if err != nil {
+			stopAll()
+			return nil, fmt.Errorf("--metrics-address: %w", err)
+		}
+		stops = append(stops, s)
+	}
+	return stopAll, nil
+}
+
+// warnConfig logs settings that are accepted but will not work as asked.
+func warnConfig(cfg config, log *logrus.Entry) {
+	if cfg.graphiteAddress != "" {
+		log.WithField("graphite-address", cfg.graphiteAddress).Warn("graphite is not supported; --graphite-address is ignored (use --metrics-address)")
+	}
+	for _, bin := range []string{cfg.runtime, cfg.shim} {
+		if _, err := exec.LookPath(bin); err != nil {
+			log.WithError(err).Warnf("%s not found: containers cannot start until it is installed", bin)
+		}
+	}
+}

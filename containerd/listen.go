@@ -1,0 +1,161 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// socketMode: owner and group may connect, nobody else (compat doc 1.1).
+const socketMode = 0o660
+
+// listen opens the API listeners for --listen (compat doc 1.1). fd:// may
+// yield several (systemd socket activation).
+func listen(l listenAddr, gid int, log *logrus.Entry) ([]net.Listener, error) {
+	switch l.proto {
+	case "unix":
+		lis, err := listenUnix(l.addr, gid)
+		if err != nil {
+			return nil, err
+		}
+		return []net.Listener{lis}, nil
+	case "tcp":
+		lis, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			return nil, err
+		}
+		log.WithField("address", lis.Addr().String()).Warn("the API is served on TCP without authentication")
+		return []net.Listener{lis}, nil
+	case "fd":
+		return activationListeners(l.addr)
+	}
+	return nil, fmt.Errorf("--listen %s: unknown protocol", l)
+}
+
+// listenUnix creates the socket so that it is never reachable by others: it
+// is created under umask 0777 (mode 0000), then given its group and mode
+// 0660. A stale socket file is removed first; a live one (another daemon
+// answers) or a file that is not a socket is an error.
+func listenUnix(path string, gid int) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), stateDirMode); err != nil {
+		return nil, fmt.Errorf("socket directory: %w", err)
+	}
+	if err := removeStaleSocket(path); err != nil {
+		return nil, err
+	}
+	old := unix.Umask(0o777)
+	lis, err := net.Listen("unix", path)
+	unix.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	if err := setSocketAccess(path, gid); err != nil {
+		lis.Close()
+		return nil, err
+	}
+	return lis, nil
+}
+
+func setSocketAccess(path string, gid int) error {
+	if gid >= 0 {
+		if err := os.Lchown(path, -1, gid); err != nil {
+			return fmt.Errorf("socket group: %w", err)
+		}
+	}
+	if err := os.Chmod(path, socketMode); err != nil {
+		return fmt.Errorf("socket mode: %w", err)
+	}
+	return nil
+}
+
+func removeStaleSocket(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("%s exists and is not a socket: not removing it", path)
+	}
+	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
+		c.Close()
+		return fmt.Errorf("%s is in use by another process", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove stale socket: %w", err)
+	}
+	return nil
+}
+
+// listenFDsStart is the first fd systemd passes (SD_LISTEN_FDS_START).
+const listenFDsStart = 3
+
+// activationListeners takes the sockets systemd passed (LISTEN_PID and
+// LISTEN_FDS, as sd_listen_fds(3) reads them): all of them for fd:// and
+// fd://*, or just fd N for fd://N. The variables are unset so children do
+// not see them, and the fds become close-on-exec.
+func activationListeners(spec string) ([]net.Listener, error) {
+	fds, err := passedFDs()
+	if err != nil {
+		return nil, err
+	}
+	want := -1
+	if spec != "" && spec != "*" {
+		want, _ = strconv.Atoi(spec) // checked by parseListen
+		if want >= listenFDsStart+fds {
+			return nil, fmt.Errorf("fd://%d: only fds %d to %d were passed", want, listenFDsStart, listenFDsStart+fds-1)
+		}
+	}
+	var out []net.Listener
+	for fd := listenFDsStart; fd < listenFDsStart+fds; fd++ {
+		unix.CloseOnExec(fd)
+		f := os.NewFile(uintptr(fd), "listen-fd-"+strconv.Itoa(fd))
+		if want >= 0 && fd != want {
+			f.Close()
+			continue
+		}
+		lis, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			closeAll(out)
+			return nil, fmt.Errorf("fd %d: %w", fd, err)
+		}
+		out = append(out, lis)
+	}
+	return out, nil
+}
+
+// passedFDs returns how many sockets systemd passed to this process.
+func passedFDs() (int, error) {
+	pid, fdsVar := os.Getenv("LISTEN_PID"), os.Getenv("LISTEN_FDS")
+	os.Unsetenv("LISTEN_PID")
+	os.Unsetenv("LISTEN_FDS")
+	os.Unsetenv("LISTEN_FDNAMES")
+	if pid == "" || fdsVar == "" {
+		return 0, fmt.Errorf("fd://: no sockets were passed (LISTEN_PID/LISTEN_FDS not set: start through systemd socket activation)")
+	}
+	if p, err := strconv.Atoi(pid); err != nil || p != os.Getpid() {
+		return 0, fmt.Errorf("fd://: LISTEN_PID=%s is not this process (%d)", pid, os.Getpid())
+	}
+	n, err := strconv.Atoi(fdsVar)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("fd://: LISTEN_FDS=%q: no sockets were passed", fdsVar)
+	}
+	return n, nil
+}
+
+func closeAll(ls []net.Listener) {
+	for _, l := range ls {
+		l.Close()
+	}
+}

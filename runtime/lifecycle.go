@@ -1,0 +1,114 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/evjournal/containerd/api/errdefs"
+)
+
+// shimExitTimeout bounds how long Delete waits for the shims of a container
+// whose runc state it has just deleted (their processes are being killed).
+const shimExitTimeout = 10 * time.Second
+
+// Retire moves Root/ID to Root/.retired/<ID>.<incarnation> in one rename, so
+// the id is free at once for a new New while this incarnation's exit is
+// being published. Call it once init's exit is known. Its runc state stays
+// until Delete (or until the next incarnation's Create clears it).
+func (c *Container) Retire() error {
+	unlock := lockID(c.root, c.rec.ID)
+	defer unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retired {
+		return nil
+	}
+	live := filepath.Join(c.root, c.rec.ID)
+	if !c.holds(live) {
+		return fmt.Errorf("container %q: retire: %s is not incarnation %s: %w", c.rec.ID, live, c.rec.Incarnation, errdefs.ErrFailedPrecondition)
+	}
+	if err := os.MkdirAll(retiredDir(c.root), 0o700); err != nil {
+		return fmt.Errorf("container %q: retire: %w", c.rec.ID, err)
+	}
+	if err := os.Rename(live, filepath.Join(retiredDir(c.root), retiredName(c.rec.ID, c.rec.Incarnation))); err != nil {
+		return fmt.Errorf("container %q: retire: %w", c.rec.ID, err)
+	}
+	c.retired = true
+	syncDir(retiredDir(c.root))
+	return syncDir(c.root)
+}
+
+// holds reports whether dir holds this incarnation's state.json.
+func (c *Container) holds(dir string) bool {
+	var rec containerRecord
+	return readJSON(filepath.Join(dir, stateFile), &rec) == nil && rec.Incarnation == c.rec.Incarnation
+}
+
+// Delete removes the container: `runc delete --force <id>` (unless another
+// incarnation now holds Root/ID, whose runc state that is), a bounded wait
+// for the shims to go, then the container dir (live or retired). Idempotent.
+func (c *Container) Delete(ctx context.Context) error {
+	if err := c.deleteRuncIfOwner(ctx); err != nil {
+		return err
+	}
+	c.waitShims(shimExitTimeout)
+	c.closeProcesses()
+	return c.removeDir()
+}
+
+func (c *Container) deleteRuncIfOwner(ctx context.Context) error {
+	unlock := lockID(c.root, c.rec.ID)
+	defer unlock()
+	live := filepath.Join(c.root, c.rec.ID)
+	if _, err := os.Lstat(live); err == nil && !c.holds(live) {
+		return nil // a new incarnation owns the id and its runc state
+	}
+	return c.deleteRuncState(ctx)
+}
+
+// waitShims waits, up to timeout in all, for each live process's exit FIFO
+// to hang up.
+func (c *Container) waitShims(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for _, p := range c.Processes() {
+		if fd := p.ExitFD(); fd >= 0 && p.State() == Running {
+			hungUp(fd, max(time.Until(deadline), 0))
+		}
+	}
+}
+
+func (c *Container) closeProcesses() {
+	c.mu.Lock()
+	ps := c.processes
+	c.processes = map[string]*Process{}
+	c.mu.Unlock()
+	for _, p := range ps {
+		p.Close()
+	}
+}
+
+// removeDir removes the retired dir, or Root/ID if it is still this
+// incarnation's.
+func (c *Container) removeDir() error {
+	unlock := lockID(c.root, c.rec.ID)
+	defer unlock()
+	dir := c.Dir()
+	if !c.isRetired() && !c.holds(dir) {
+		return nil
+	}
+	if err := os.RemoveAll(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("container %q: delete: %w", c.rec.ID, err)
+	}
+	return nil
+}
+
+func (c *Container) isRetired() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.retired
+}

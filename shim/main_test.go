@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/evjournal/containerd/integration/fixture"
+)
+
+// The test binary doubles as two helper programs, chosen by environment:
+// a launcher (a stand-in for the daemon, killed while its shim lives on) and
+// a child that exits with a given status (for the reaper tests).
+const (
+	launcherEnv = "SHIM_TEST_LAUNCHER"
+	exitEnv     = "SHIM_TEST_EXIT"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(launcherEnv) == "1" {
+		os.Exit(launcher(os.Args[1:]))
+	}
+	if code := os.Getenv(exitEnv); code != "" {
+		n, _ := strconv.Atoi(code)
+		os.Exit(n)
+	}
+	fixture.Main(m)
+}
+
+// launcher starts argv (a shim) as the daemon does, passing on its own fd 3
+// as the start pipe, prints the shim's pid, then waits to be killed.
+func launcher(argv []string) int {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.ExtraFiles = []*os.File{os.NewFile(3, "start-pipe")}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "launcher:", err)
+		return 1
+	}
+	fmt.Println(cmd.Process.Pid)
+	time.Sleep(time.Hour)
+	return 0
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Bounds of the shim's waits.
+const (
+	// consoleTimeout bounds the wait for the pty master once runc returned
+	// (runc sends it before it returns, so this is only a safety net).
+	consoleTimeout = 10 * time.Second
+	// stderrTimeout bounds the wait for a failed runc's stderr.
+	stderrTimeout = 2 * time.Second
+	// drainIdle is how long the output copies may go without moving a
+	// byte after the process exited before the shim stops waiting for them.
+	drainIdle = 2 * time.Second
+)
+
+// shim is one run of containerd-shim: one container process, its stdio and
+// its exit.
+type shim struct {
+	args
+	dir    string // the process's state dir, our working directory
+	cfg    *processConfig
+	log    *logger
+	reaper *reaper
+	io     *stdio
+}
+
+// run starts the process, reports on the start pipe, then waits for the
+// process's exit and records it.
+func (s *shim) run(sp *startPipe) int {
+	pid, exited, err := s.start()
+	if err != nil {
+		s.log.error("start " + s.kind() + ": " + err.Error())
+		sp.fail(err)
+		return 1
+	}
+	sp.started(pid)
+	s.io.runcStderr.stop()
+	debug.FreeOSMemory() // the start's garbage, returned before idling
+	memdebug()
+	return s.wait(exited)
+}
+
+// wait records the process's exit: exitStatus first, then the outputs are
+// let drain, then the shim exits and its exit fifo hangs up.
+func (s *shim) wait(exited <-chan unix.WaitStatus) int {
+	ws := <-exited
+	code := 0
+	if err := writeExitStatus(s.dir, ws); err != nil {
+		s.log.error("write exitStatus " + strconv.Itoa(shellStatus(ws)) + ": " + err.Error())
+		code = 1
+	}
+	if !s.io.drain(drainIdle) {
+		s.log.warn("output still open " + drainIdle.String() + " after the process exited (a child of it may hold it); stopped copying")
+	}
+	return code
+}
+
+func (s *shim) kind() string {
+	switch {
+	case s.cfg.Exec:
+		return "exec"
+	case s.cfg.Checkpoint != "":
+		return "restore"
+	}
+	return "create"
+}
+
+// start runs runc and, once it succeeded, adopts the process it started.
+func (s *shim) start() (int, <-chan unix.WaitStatus, error) {
+	io, err := newStdio(s.cfg)
+	if err != nil {
+		return 0, nil, err
+	}
+	s.io = io
+	ctl, err := openControl("control")
+	if err != nil {
+		return 0, nil, err
+	}
+	go serveControl(ctl, io, s.log)
+	if err := s.runRunc(); err != nil {
+		io.close()
+		return 0, nil, err
+	}
+	return s.adopt()
+}
+
+// runRunc runs the runc command that creates (or execs, or restores) the
+// process, with the process's stdio as runc's own.
+func (s *shim) runRunc() error {
+	if s.cfg.Exec {
+		if err := writeFileAtomic(s.dir, runcProcessFile, s.cfg.Process); err != nil {
+			return err
+		}
+	}
+	socket := ""
+	if s.io.tty != nil {
+		socket = s.io.tty.path
+	}
+	argv := runcArgv(s.cfg, s.args, s.dir, socket, time.Now())
+	logPath := filepath.Join(s.dir, "log.json")
+	if err := createPrivate(logPath); err != nil {
+		return err
+	}
+	from := fileSize(logPath)
+	ws, err := s.runWait(argv, s.io.child)
+	s.io.closeChild()
+	if err != nil {
+		return err
+	}
+	os.Chmod(filepath.Join(s.dir, "pid"), 0o600) // runc makes it 0644
+	if ws != 0 {
+		return newRuncError(s.kind(), ws, logPath, from, func() string { return s.io.failedRuncStderr(stderrTimeout) })
+	}
+	return nil
+}
+
+// adopt takes charge of the process runc started: its pid, its start time
+// (read while the reaper still leaves it alone, so it is there even if the
+// process already exited), then its terminal.
+func (s *shim) adopt() (int, <-chan unix.WaitStatus, error) {
+	pid, err := readPidFile(filepath.Join(s.dir, "pid"))
+	if err != nil {
+		s.reaper.reapAll()
+		return 0, nil, s.undo(0, err)
+	}
+	exited := s.reaper.claim(pid)
+	start, err := startTime(pid)
+	s.reaper.reapAll()
+	if err == nil {
+		err = writeFileAtomic(s.dir, "starttime", []byte(start))
+	}
+	if err == nil && s.io.tty != nil {
+		err = s.io.attachTerminal(s.cfg, consoleTimeout)
+	}
+	if err != nil {
+		return 0, nil, s.undo(pid, err)
+	}
+	return pid, exited, nil
+}
+
+// undo removes what runc started when the shim cannot take charge of it,
+// so a failed start leaves nothing running; it returns err.
+func (s *shim) undo(pid int, err error) error {
+	if pid > 0 {
+		unix.Kill(pid, unix.SIGKILL)
+	}
+	if !s.cfg.Exec {
+		del := runcGlobal{runtime: s.cfg.Runtime, log: filepath.Join(s.dir, "log.json"), args: s.cfg.RuntimeArgs}
+		if derr := s.runQuiet(del.argv([]string{"delete", "--force", s.id})); derr != nil {
+			s.log.warn("cleanup after a failed start: " + derr.Error())
+		}
+	}
+	return err
+}

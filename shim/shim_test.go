@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/evjournal/containerd/integration/fixture"
+	"github.com/evjournal/containerd/specs"
+)
+
+// These tests run real containers through the shim binary and the pinned
+// runc, each with its own runc root, started as the daemon would start them.
+
+// TestExitStatus: the status in exitStatus, in the shell's convention, is
+// there when the exit fifo hangs up, for a plain exit and for signals.
+func TestExitStatus(t *testing.T) {
+	fixture.RequireRoot(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		steps  []string
+		signal string // sent with `runc kill` once running
+		noPID  bool   // no pid namespace (see below)
+		want   int
+	}{
+		{name: "exit 0", steps: []string{"exit", "0"}, want: 0},
+		{name: "exit 3", steps: []string{"exit", "3"}, want: 3},
+		{name: "SIGKILL", steps: []string{"sleep", "1h"}, signal: "KILL", want: 137},
+		// The init of a pid namespace does not die of a signal it has no
+		// handler for, and Go's default SIGTERM handler re-raises: outside
+		// one, the process dies of the SIGTERM.
+		{name: "SIGTERM", steps: []string{"sleep", "1h"}, signal: "TERM", noPID: true, want: 143},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newContainer(t, fixture.Args(tc.steps...))
+			if tc.noPID {
+				dropNamespace(c, "pid")
+				c.bundle.Write(t)
+			}
+			defer c.remove(t)
+			p := c.startShim(t, procOpts{})
+			p.started()
+			c.mustRunc(t, "start", c.id)
+			if tc.signal != "" {
+				c.mustRunc(t, "kill", c.id, tc.signal)
+			}
+			if got := p.exited(); got != tc.want {
+				t.Fatalf("exitStatus %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func dropNamespace(c *container, typ string) {
+	var keep []specs.LinuxNamespace
+	for _, ns := range c.bundle.Spec.Linux.Namespaces {
+		if string(ns.Type) != typ {
+			keep = append(keep, ns)
+		}
+	}
+	c.bundle.Spec.Linux.Namespaces = keep
+}
+
+// TestOutputs: stdout and stderr reach their FIFOs, all of it, before the
+// shim exits.
+func TestOutputs(t *testing.T) {
+	fixture.RequireRoot(t)
+	t.Parallel()
+	c := newContainer(t, fixture.Args("echo", "to stdout", "--", "stderr", "to stderr", "--", "exit", "0"))
+	defer c.remove(t)
+	p := c.startShim(t, procOpts{stdout: true, stderr: true})
+	p.started()
+	c.mustRunc(t, "start", c.id)
+	if got := p.exited(); got != 0 {
+		t.Fatalf("exitStatus %d, want 0", got)
+	}
+	if out := readAll(t, p.stdout); out != "to stdout\n" {
+		t.Errorf("stdout %q", out)
+	}
+	if out := readAll(t, p.stderr); out != "to stderr\n" {
+		t.Errorf("stderr %q", out)
+	}
+}
+
+// TestStdin: stdin reaches the process through its FIFO; a client closing
+// its end does not end it (the shim holds it open, and a new client can
+// write); close-stdin on the control fifo does.
+func TestStdin(t *testing.T) {
+	fixture.RequireRoot(t)
+	t.Parallel()
+	c := newContainer(t, fixture.Args("cat", "--", "echo", "cat done"))
+	defer c.remove(t)
+	p := c.startShim(t, procOpts{stdin: true, stdout: true})
+	p.started()
+	c.mustRunc(t, "start", c.id)
+	out := newLineReader(p.stdout)
+	p.writeStdin("first\n")
+	out.until(t, "first")
+	p.writeStdin("second\n")
+	out.until(t, "second")
+	p.control(fmt.Sprintf("%d 0 0", ctlCloseStdin))
+	out.until(t, "cat done")
+	if got := p.exited(); got != 0 {
+		t.Fatalf("exitStatus %d, want 0", got)
+	}
+}
+
+// TestTerminalResize: a terminal process sees the size sent on the control
+// fifo, and its output comes through the pty.
+func TestTerminalResize(t *testing.T) {
+	fixture.RequireRoot(t)
+	t.Parallel()
+	c := newContainer(t, fixture.Terminal(), fixture.Args("winsize"))
+	defer c.remove(t)
+	p := c.startShim(t, procOpts{stdout: true, terminal: true})
+	p.started()
+	c.mustRunc(t, "start", c.id)
+	out := newLineReader(p.stdout)
+	out.until(t, "winsize 0x0")
+	p.control("not a control line")
+	p.control(fmt.Sprintf("%d 100 40", ctlResize))
+	out.until(t, "winsize 40x100")
+	c.mustRunc(t, "kill", c.id, "KILL")
+	if got := p.exited(); got != 137 {
+		t.Fatalf("exitStatus %d, want 137", got)
+	}
+}
+
+// TestExec: an exec gets its own shim and its own status, its output, and
+// leaves the init running; a signal kills it with 128+signal.
+func TestExec(t *testing.T) {
+	fixture.RequireRoot(t)
+	t.Parallel()
+	c := newContainer(t, fixture.Args("sleep", "1h"))
+	defer c.remove(t)
+	init := c.startShim(t, procOpts{})
+	init.started()
+	c.mustRunc(t, "start", c.id)
+
+	e := c.startShim(t, procOpts{name: "exec1", stdout: true, exec: execProcess("echo", "from exec", "--", "exit", "5")})
+	e.started()
+	if got := e.exited(); got != 5 {
+		t.Fatalf("exec exitStatus %d, want 5", got)
+	}
+	if out := readAll(t, e.stdout); out != "from exec\n" {
+		t.Errorf("exec stdout %q", out)
+	}
+	if st := c.status(t); st != "running" {
+		t.Fatalf("init is %q after the exec ended, want running", st)
+	}
+
+	e2 := c.startShim(t, procOpts{name: "exec2", exec: execProcess("sleep", "1h")})
+	pid := e2.started()
+	if z := fixture.Zombies(e2.shimPid); len(z) > 0 {
+		t.Errorf("zombies under the exec's shim: %v", z)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := e2.exited(); got != 143 {
+		t.Fatalf("exec exitStatus %d, want 143", got)
+	}
+
+	c.mustRunc(t, "kill", c.id, "KILL")
+	if got := init.exited(); got != 137 {
+		t.Fatalf("init exitStatus %d, want 137", got)
+	}
+}
+
+func execProcess(steps ...string) *specs.ProcessSpec {
+	return &specs.ProcessSpec{Args: append([]string{"/testinit"}, steps...), Env: []string{"PATH=/"}, Cwd: "/"}
+}
+
+// TestMissingExecutable: runc's own message reaches the start pipe verbatim,
+// the shim exits non-zero and leaves nothing behind.
+func TestMissingExecutable(t *testing.T) {
+	fixture.RequireRoot(t)
+	t.Parallel()
+	c := newContainer(t, fixture.RawArgs("/nope"))
+	defer c.remove(t)
+	p := c.startShim(t, procOpts{stdout: true, stderr: true})
+	pid, msg := p.startResult()
+	const want = `exec: "/nope": stat /nope: no such file or directory`
+	if pid != 0 || !strings.Contains(msg, want) {
+		t.Fatalf("start pipe: pid %d, error %q; want an error holding %q", pid, msg, want)
+	}
+	if !p.hungUp(wait) {
+		t.Fatal("exit fifo did not hang up after a failed start")
+	}
+	var ee *exec.ExitError
+	if err := p.cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() == 0 {
+		t.Fatalf("shim exited with %v, want a non-zero status", err)
+	}
+	if _, err := os.Stat(p.path("exitStatus")); err == nil {
+		t.Error("exitStatus written although no process ran")
+	}
+	if st := c.status(t); st != "" {
+		t.Errorf("container left behind in state %q", st)
+	}
+	if log := p.read("shim-log.json"); !strings.Contains(log, `"level":"error"`) || !strings.Contains(log, `stat /nope`) {
+		t.Errorf("shim-log.json lacks the error: %q", log)
+	}
+}
+
+// TestSurvivesLauncherKill: the process that started the shim (the daemon)
+// is SIGKILLed while the shim starts the container; the shim finishes the
+// start, and it and its container live on until the container exits.
+func TestSurvivesLauncherKill(t *testing.T) {
+	fixture.RequireRoot(t)
+	t.Parallel()
+	c := newContainer(t, fixture.Args("sleep", "1h"))
+	defer c.remove(t)
+	var launcherPid int
+	p := c.startShim(t, procOpts{launch: func(cmd *exec.Cmd) int {
+		pid, lpid := launchAndKill(t, cmd)
+		launcherPid = lpid
+		return pid
+	}})
+	t.Cleanup(func() { killIfAlive(p.shimPid) })
+	p.started()
+	if !alive(p.shimPid) {
+		t.Fatal("shim died with its launcher")
+	}
+	if ppid := parentOf(t, p.shimPid); ppid == launcherPid {
+		t.Fatalf("shim's parent is still the dead launcher %d", ppid)
+	}
+	c.mustRunc(t, "start", c.id)
+	if st := c.status(t); st != "running" {
+		t.Fatalf("container is %q, want running", st)
+	}
+	if p.hungUp(0) {
+		t.Fatal("exit fifo hung up while the container runs")
+	}
+	c.mustRunc(t, "kill", c.id, "KILL")
+	if got := p.exited(); got != 137 {
+		t.Fatalf("exitStatus %d, want 137", got)
+	}
+}
+
+// launchAndKill starts cmd (the shim) from a launcher process, SIGKILLs the
+// launcher as soon as the shim is started, and returns both pids.
+func launchAndKill(t *testing.T, cmd *exec.Cmd) (shimPid, launcherPid int) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := exec.Command(self, cmd.Args...)
+	l.Args[1] = cmd.Path
+	l.Dir = cmd.Dir
+	l.Env = append(os.Environ(), launcherEnv+"=1")
+	l.ExtraFiles = cmd.ExtraFiles
+	var stderr strings.Builder
+	l.Stderr = &stderr
+	out, err := l.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	l.Process.Kill()
+	l.Wait()
+	if shimPid, err = strconv.Atoi(strings.TrimSpace(line)); err != nil {
+		t.Fatalf("launcher: %q %v: %s", line, err, stderr.String())
+	}
+	return shimPid, l.Process.Pid
+}
+
+func killIfAlive(pid int) {
+	if alive(pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// TestIdleRSS measures the resident memory of an idle shim holding a
+// sleeping container, and checks it holds no zombie.
+func TestIdleRSS(t *testing.T) {
+	fixture.RequireRoot(t)
+	t.Parallel()
+	c := newContainer(t, fixture.Args("sleep", "1h"))
+	defer c.remove(t)
+	p := c.startShim(t, procOpts{stdin: true, stdout: true, stderr: true})
+	p.started()
+	c.mustRunc(t, "start", c.id)
+	if z := fixture.Zombies(p.shimPid); len(z) > 0 {
+		t.Errorf("zombies under the shim: %v", z)
+	}
+	rss := vmRSS(t, p.shimPid)
+	t.Logf("idle shim VmRSS: %d kB (%.2f MiB)", rss, float64(rss)/1024)
+	if rss > maxIdleRSS {
+		t.Errorf("idle shim VmRSS %d kB, want at most %d kB", rss, maxIdleRSS)
+	}
+	c.mustRunc(t, "kill", c.id, "KILL")
+	if got := p.exited(); got != 137 {
+		t.Fatalf("exitStatus %d, want 137", got)
+	}
+}
+
+// maxIdleRSS (kB) is the target for an idle shim: 3 MiB.
+const maxIdleRSS = 3 * 1024
+
+func vmRSS(t *testing.T, pid int) int {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no VmRSS in /proc/pid/status")
+	return 0
+}
