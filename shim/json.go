@@ -152,19 +152,41 @@ func (s *jsonScanner) word(w string) error {
 	return nil
 }
 
+// number checks a number against JSON's grammar:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
 func (s *jsonScanner) number() error {
-	start := s.pos
-	for s.pos < len(s.data) && isNumberByte(s.data[s.pos]) {
-		s.pos++
-	}
-	if _, err := strconv.ParseFloat(string(s.data[start:s.pos]), 64); err != nil {
+	s.skip("-")
+	if s.skip("0") == 0 && s.digits() == 0 {
 		return errJSON
+	}
+	if s.skip(".") == 1 && s.digits() == 0 {
+		return errJSON
+	}
+	if s.skip("eE") == 1 {
+		s.skip("+-")
+		if s.digits() == 0 {
+			return errJSON
+		}
 	}
 	return nil
 }
 
-func isNumberByte(c byte) bool {
-	return c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+// skip consumes one byte if it is one of set, and says how many it took.
+func (s *jsonScanner) skip(set string) int {
+	if s.pos < len(s.data) && indexByte(set, s.data[s.pos]) >= 0 {
+		s.pos++
+		return 1
+	}
+	return 0
+}
+
+// digits consumes a run of decimal digits and says how many.
+func (s *jsonScanner) digits() int {
+	start := s.pos
+	for s.pos < len(s.data) && s.data[s.pos] >= '0' && s.data[s.pos] <= '9' {
+		s.pos++
+	}
+	return s.pos - start
 }
 
 // object reads {"key": value, ...}, calling fn for each member.

@@ -28,11 +28,9 @@ func main() {
 
 // tune keeps the shim small: there is one shim per container process, and
 // an idle shim only waits on a few fds, so it needs one P and a tight heap.
-// No memory profiling: its first sample maps a 1.4 MB bucket table. No
-// memory limit either: the runtime's own mappings already come near any
-// limit small enough to matter, and the GC would then run without end.
+// No memory limit: the runtime's own mappings already come near any limit
+// small enough to matter, and the GC would then run without end.
 func tune() {
-	// runtime.MemProfileRate = 0
 	runtime.GOMAXPROCS(1)
 	debug.SetGCPercent(20)
 }
@@ -86,16 +84,20 @@ func setup(argv []string, log *logger) (*shim, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &shim{args: a, dir: dir, log: log, reaper: newReaper()}
 	if err := holdExitFifo("exit"); err != nil {
 		return nil, err
 	}
 	if err := writeSelf(dir); err != nil {
 		return nil, err
 	}
+	s := &shim{args: a, dir: dir, log: log}
 	if s.cfg, err = readConfig("process.json"); err != nil {
 		return nil, err
 	}
+	// The reaper's goroutines come after the fsyncs above: a goroutine that
+	// is runnable while we block in a syscall costs the shim one more
+	// thread, for good.
+	s.reaper = newReaper()
 	if a.runtime != "" { // the command line wins over process.json
 		s.cfg.Runtime = a.runtime
 	}

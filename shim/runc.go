@@ -83,7 +83,7 @@ func runcArgv(cfg *processConfig, a args, dir, consoleSocket string, now time.Ti
 	case cfg.Exec:
 		return g.argv(execCmd{id: a.id, processFile: filepath.Join(dir, runcProcessFile), pidFile: pidFile, consoleSocket: consoleSocket}.args())
 	case cfg.Checkpoint != "":
-		work := filepath.Join(cfg.Checkpoint, "criu.work", "restore-"+now.UTC().Format(time.RFC3339Nano))
+		work := filepath.Join(cfg.Checkpoint, "criu.work", "restore-"+string(appendTime(nil, now)))
 		return g.argv(restoreCmd{id: a.id, bundle: a.bundle, pidFile: pidFile, imagePath: cfg.Checkpoint, workPath: work, opts: cfg.CheckpointOpts, noPivot: cfg.NoPivotRoot}.args())
 	default:
 		return g.argv(createCmd{id: a.id, bundle: a.bundle, pidFile: pidFile, consoleSocket: consoleSocket, noPivot: cfg.NoPivotRoot}.args())

@@ -45,7 +45,6 @@ func (s *shim) run(sp *startPipe) int {
 	sp.started(pid)
 	s.io.runcStderr.stop()
 	debug.FreeOSMemory() // the start's garbage, returned before idling
-	memdebug()
 	return s.wait(exited)
 }
 

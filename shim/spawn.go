@@ -16,7 +16,7 @@ import (
 func (s *shim) runWait(argv []string, stdio [3]int) (unix.WaitStatus, error) {
 	path, err := lookPath(argv[0])
 	if err != nil {
-		return 0, wrap("runtime "+strconv.Quote(argv[0]), err)
+		return 0, wrap("runtime "+string(appendJSONString(nil, argv[0])), err)
 	}
 	attr := &syscall.ProcAttr{
 		Dir:   s.bundle,

@@ -121,7 +121,7 @@ func readPidFile(path string) (int, error) {
 	}
 	pid, err := strconv.Atoi(string(bytes.TrimSpace(data)))
 	if err != nil || pid <= 0 {
-		return 0, errors.New("bad pid file " + path + ": " + strconv.Quote(string(data)))
+		return 0, errors.New("bad pid file " + path + ": " + string(appendJSONString(nil, string(data))))
 	}
 	return pid, nil
 }

@@ -99,7 +99,8 @@ func (s *Supervisor) containerOpts(r CreateRequest) runtime.ContainerOpts {
 func (s *Supervisor) watchOOM(c Container) {
 	v1, v2 := c.OOMCgroups()
 	if v1 == "" && v2 == "" {
-		s.log.WithField("container", c.ID()).Warn("no memory cgroup found: OOM events will not be reported")
+		// Also the case when init died in the meantime: nothing to watch.
+		s.log.WithField("container", c.ID()).Debug("no memory cgroup found: OOM events will not be reported")
 		return
 	}
 	if err := s.mon.MonitorOOM(monitor.OOMSource{ID: c.ID(), V1Dir: v1, V2Dir: v2}); err != nil {

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"syscall"
 	"time"
 
 	"github.com/evjournal/containerd/monitor"
@@ -61,6 +62,14 @@ func (s *Supervisor) applyExit(e *entry, p Process, isInit bool, status uint32) 
 	if len(e.execs) == 0 {
 		s.finishInit(e)
 		return
+	}
+	// Execs die with init only when init is pid 1 of its own pid
+	// namespace. Otherwise kill them, as v0.2.9's shim did (runc kill
+	// --all): their exits (137) then come promptly, before init's.
+	for _, x := range e.execs {
+		if !e.exiting[x] {
+			x.Signal(syscall.SIGKILL) // an exec already gone is fine
+		}
 	}
 	// The kernel kills the execs when init dies; their exits come soon. Do
 	// not wait for ever on one that never shows (v0.2.9 did).

@@ -26,7 +26,9 @@ type fakeRuntime struct {
 	n          int
 }
 
-func newFakeRuntime() *fakeRuntime { return &fakeRuntime{live: map[string]*fakeContainer{}, failRetire: map[string]int{}} }
+func newFakeRuntime() *fakeRuntime {
+	return &fakeRuntime{live: map[string]*fakeContainer{}, failRetire: map[string]int{}}
+}
 
 type fakeContainer struct {
 	rt          *fakeRuntime

@@ -28,16 +28,19 @@ func (s *Supervisor) restore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list state dir: %w", err)
 	}
+	// List the retired containers before adopting anything: adopting
+	// queues exits whose handling retires containers, and one retired
+	// meanwhile must not be adopted a second time from .retired.
+	retired, err := s.rt.Retired(s.cfg.StateDir)
+	if err != nil {
+		s.log.WithError(err).Warn("listing retired containers")
+	}
 	for _, l := range s.loadAll(ctx, ids) {
 		if l.err != nil {
 			s.setAside(l.id, l.err)
 			continue
 		}
 		s.adopt(l.c, published)
-	}
-	retired, err := s.rt.Retired(s.cfg.StateDir)
-	if err != nil {
-		s.log.WithError(err).Warn("listing retired containers")
 	}
 	for _, c := range retired {
 		s.adoptRetired(c, published)

@@ -1,0 +1,145 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/evjournal/containerd/integration/fixture"
+	"github.com/evjournal/containerd/specs"
+)
+
+// Env is one run's private directory and everything started in it. Close
+// undoes it all in reverse order, then kills any process still referring
+// to the directory (shims, runc, containers) and removes it.
+type Env struct {
+	Bins Bins
+	Dir  string
+
+	mu       sync.Mutex
+	cleanups []func()
+	closed   bool
+}
+
+// NewEnv makes a fresh directory under parent ("" = os.TempDir()).
+func NewEnv(parent, prefix string) (*Env, error) {
+	bins, err := FindBins()
+	if err != nil {
+		return nil, err
+	}
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(parent, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return &Env{Bins: bins, Dir: dir}, nil
+}
+
+// Defer registers f to run at Close (last registered, first run).
+func (e *Env) Defer(f func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cleanups = append(e.cleanups, f)
+}
+
+// Close runs the cleanups, kills leftovers and removes the directory. It
+// returns the leftovers it had to kill (none after a clean run).
+func (e *Env) Close() []string {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	fs := e.cleanups
+	e.cleanups = nil
+	e.mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
+	leaks := fixture.Leaks(e.Dir)
+	os.RemoveAll(e.Dir)
+	return leaks
+}
+
+// Path joins elems under the env's directory.
+func (e *Env) Path(elem ...string) string {
+	return filepath.Join(append([]string{e.Dir}, elem...)...)
+}
+
+// BundleOption changes the spec of a new bundle.
+type BundleOption func(dir string, s *specs.Spec) error
+
+// Args sets the test init's steps (see integration/testinit).
+func Args(steps ...string) BundleOption {
+	return func(_ string, s *specs.Spec) error {
+		fixture.Args(steps...)(s)
+		return nil
+	}
+}
+
+// BindMount makes host dir src visible read-write at dst in the container.
+func BindMount(src, dst string) BundleOption {
+	return func(dir string, s *specs.Spec) error {
+		if err := os.MkdirAll(filepath.Join(dir, "rootfs", dst), 0o755); err != nil {
+			return err
+		}
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: dst, Type: "bind", Source: src,
+			Options: []string{"rbind", "rw"}})
+		return nil
+	}
+}
+
+// Bundle makes an OCI bundle at <env>/bundles/<name>: the default test spec
+// of integration/fixture (the static test init, sleeping until killed) and a
+// rootfs holding only /testinit. Many containers may share one bundle.
+func (e *Env) Bundle(name string, opts ...BundleOption) (string, error) {
+	dir := e.Path("bundles", name)
+	rootfs := filepath.Join(dir, "rootfs")
+	for _, d := range []string{"proc", "dev", "sys", "tmp", "etc"} {
+		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
+			return "", err
+		}
+	}
+	if err := copyFile(e.Bins.Testinit, filepath.Join(rootfs, "testinit"), 0o755); err != nil {
+		return "", fmt.Errorf("copy test init: %w", err)
+	}
+	spec := fixture.DefaultSpec()
+	for _, o := range opts {
+		if err := o(dir, spec); err != nil {
+			return "", err
+		}
+	}
+	return dir, WriteSpec(dir, spec)
+}
+
+// WriteSpec writes spec as dir/config.json.
+func WriteSpec(dir string, spec *specs.Spec) error {
+	data, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644)
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

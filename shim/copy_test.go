@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for the copier goroutine and the test.
+type syncBuffer struct {
+	mu  chan struct{}
+	buf bytes.Buffer
+}
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{mu: make(chan struct{}, 1)} }
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu <- struct{}{}
+	defer func() { <-b.mu }()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu <- struct{}{}
+	defer func() { <-b.mu }()
+	return b.buf.String()
+}
+
+// TestDrain: drain returns once the copies reach EOF, with every byte moved.
+func TestDrain(t *testing.T) {
+	r, w, _ := os.Pipe()
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	out := newSyncBuffer()
+	c := (&copier{src: r, dst: out, keep: true, last: &last}).start()
+	w.WriteString(strings.Repeat("x", 100000))
+	w.Close()
+	if !drain([]*copier{c}, &last, 10*time.Second) {
+		t.Fatal("drain gave up although the copy reached EOF")
+	}
+	if n := len(out.String()); n != 100000 {
+		t.Errorf("copied %d bytes, want 100000", n)
+	}
+}
+
+// TestDrainGivesUp: an output still held open by someone (a child of the
+// process) stops the wait after the idle time, not never.
+func TestDrainGivesUp(t *testing.T) {
+	r, w, _ := os.Pipe()
+	defer w.Close()
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	c := (&copier{src: r, keep: true, last: &last}).start()
+	start := time.Now()
+	if drain([]*copier{c}, &last, 50*time.Millisecond) {
+		t.Fatal("drain returned true with the writer still open")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("drain took %v to give up", d)
+	}
+	w.Close()
+	<-c.done
+}
+
+// TestCopierKeepsReading: an output whose destination fails is still read,
+// so the process never blocks on a full pipe.
+func TestCopierKeepsReading(t *testing.T) {
+	r, w, _ := os.Pipe()
+	closed, _ := os.CreateTemp(t.TempDir(), "dst")
+	closed.Close() // every write fails
+	c := (&copier{src: r, dst: closed, keep: true}).start()
+	w.WriteString(strings.Repeat("y", 200000)) // more than a pipe holds
+	w.Close()
+	<-c.done
+}
+
+func TestTail(t *testing.T) {
+	var tl tail
+	tl.Write([]byte(strings.Repeat("a", tailMax)))
+	tl.Write([]byte("the end"))
+	if got := tl.String(); len(got) != tailMax || !strings.HasSuffix(got, "the end") {
+		t.Errorf("tail holds %d bytes ending %q", len(got), got[len(got)-10:])
+	}
+	tl.stop()
+	tl.Write([]byte("more"))
+	if got := tl.String(); got != "" {
+		t.Errorf("after stop: %q", got)
+	}
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"io"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestReaper runs real children (this test binary, exiting with a given
+// status). It must not run in parallel with tests that start processes: its
+// reaper waits for any child of the test process.
+func TestReaper(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	attr := func(code int, stdout *os.File) *syscall.ProcAttr {
+		return &syscall.ProcAttr{
+			Env:   append(os.Environ(), exitEnv+"="+strconv.Itoa(code)),
+			Files: []uintptr{null.Fd(), stdout.Fd(), null.Fd()},
+		}
+	}
+	r := newReaper()
+	defer r.close()
+
+	// The container process: a child the reaper did not start, as runc
+	// leaves it to the shim. It exits at once.
+	proc := forkExited(t, self, attr)
+
+	// Commands started through the reaper get their own statuses.
+	_, a, err := r.start(self, []string{self}, attr(7, null))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, b, err := r.start(self, []string{self}, attr(9, null))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectStatus(t, a, 7)
+	expectStatus(t, b, 9)
+
+	// Selective phase: the unclaimed child has not been reaped, so its
+	// start time can still be read.
+	if st := procState(proc); st != "Z" {
+		t.Fatalf("unclaimed child is in state %q during the selective phase, want a zombie (Z)", st)
+	}
+	if _, err := startTime(proc); err != nil {
+		t.Fatalf("start time of the exited child: %v", err)
+	}
+	exited := r.claim(proc)
+	r.reapAll()
+	expectStatus(t, exited, 4)
+
+	// After it, every child is reaped, even one nobody waits for.
+	orphan := forkExited(t, self, attr)
+	r.reap() // as on its SIGCHLD; synchronous here, so the check below is not racy
+	if st := procState(orphan); st != "" {
+		t.Fatalf("orphan child left in state %q after a reap", st)
+	}
+}
+
+// forkExited starts a child outside the reaper that exits with status 4 and
+// returns once it has exited (its end of a pipe is closed).
+func forkExited(t *testing.T, self string, attr func(int, *os.File) *syscall.ProcAttr) int {
+	t.Helper()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	pid, err := syscall.ForkExec(self, []string{self}, attr(4, pw))
+	pw.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(pr)
+	return pid
+}
+
+func expectStatus(t *testing.T, ch <-chan unix.WaitStatus, want int) {
+	t.Helper()
+	select {
+	case ws := <-ch:
+		if got := shellStatus(ws); got != want {
+			t.Errorf("status %d, want %d", got, want)
+		}
+	case <-time.After(wait):
+		t.Fatalf("no status within %v (want %d)", wait, want)
+	}
+}
+
+// procState is the state letter of pid, "" once it is gone.
+func procState(pid int) string {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	st, _ := statField(data, 3)
+	return st
+}

@@ -1,0 +1,312 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/evjournal/containerd/integration/fixture"
+	"github.com/evjournal/containerd/runtime"
+	"github.com/evjournal/containerd/specs"
+	"github.com/evjournal/containerd/supervisor/journal"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(daemonRoleEnv) != "" {
+		runDaemonRole()
+		return
+	}
+	fixture.Main(m)
+}
+
+// daemonRoleEnv makes the test binary act as a short-lived daemon: it starts
+// a supervisor, runs the script in the variable, prints the host pids it
+// got and waits to be SIGKILLed. A real daemon's death leaves the shims to
+// init, not to the test process, and that is what this reproduces.
+const daemonRoleEnv = "SUPERVISOR_TEST_DAEMON"
+
+type daemonScript struct {
+	Config     Config            `json:"-"`
+	StateDir   string            `json:"stateDir"`
+	Runc       string            `json:"runc"`
+	RuncRoot   string            `json:"runcRoot"`
+	Shim       string            `json:"shim"`
+	Containers map[string]string `json:"containers"` // id -> bundle
+	Execs      map[string]string `json:"execs"`      // exec id -> container id
+}
+
+func runDaemonRole() {
+	var sc daemonScript
+	if err := json.Unmarshal([]byte(os.Getenv(daemonRoleEnv)), &sc); err != nil {
+		panic(err)
+	}
+	s, err := New(Config{StateDir: sc.StateDir, Runtime: sc.Runc, RuntimeArgs: []string{"--root", sc.RuncRoot}, Shim: sc.Shim})
+	if err != nil {
+		panic(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	pids := map[string]int{}
+	for id, bundle := range sc.Containers {
+		info, err := s.CreateContainer(ctx, CreateRequest{ID: id, Bundle: bundle})
+		if err != nil {
+			panic(err)
+		}
+		pids[id+"/init"] = info.Processes[0].SystemPid
+	}
+	for pid, id := range sc.Execs {
+		spec := specs.ProcessSpec{Args: []string{"/testinit", "sleep", "forever"}, Cwd: "/", Env: []string{"PATH=/"}}
+		syspid, err := s.Exec(ctx, ExecRequest{ID: id, Pid: pid, Spec: spec})
+		if err != nil {
+			panic(err)
+		}
+		pids[id+"/"+pid] = syspid
+	}
+	json.NewEncoder(os.Stdout).Encode(pids)
+	for {
+		time.Sleep(time.Hour) // until SIGKILLed
+	}
+}
+
+// realEnv is a state dir and runc root shared by the supervisors of one
+// test, as a daemon's are across restarts.
+type realEnv struct {
+	t        *testing.T
+	prefix   string // makes container ids unique to the test
+	stateDir string
+	runcRoot string
+}
+
+func newRealEnv(t *testing.T) *realEnv {
+	fixture.RequireRoot(t)
+	return &realEnv{t: t, stateDir: t.TempDir(), runcRoot: fixture.RuncRoot(t), prefix: fixture.UniqueID(t)}
+}
+
+func (env *realEnv) config() Config {
+	return Config{StateDir: env.stateDir, Runtime: fixture.Runc(env.t), RuntimeArgs: []string{"--root", env.runcRoot},
+		Shim: fixture.Shim(env.t), StartTimeout: 20 * time.Second}
+}
+
+// start runs a supervisor; the test's cleanup stops it (containers stay).
+func (env *realEnv) start(cfg Config) *Supervisor {
+	env.t.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		env.t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		env.t.Fatal(err)
+	}
+	env.t.Cleanup(func() { s.Stop() })
+	return s
+}
+
+func (env *realEnv) create(s *Supervisor, id string, steps ...string) ContainerInfo {
+	env.t.Helper()
+	b := fixture.NewBundle(env.t, fixture.Args(steps...))
+	info, err := s.CreateContainer(context.Background(), CreateRequest{ID: env.id(id), Bundle: b.Path})
+	if err != nil {
+		env.t.Fatalf("create %s: %v", id, err)
+	}
+	return info
+}
+
+// id is the test-unique container id for a short name.
+func (env *realEnv) id(name string) string { return env.prefix + "-" + name }
+
+// short undoes id in an event description, so expectations stay readable.
+func (env *realEnv) short(desc string) string { return strings.ReplaceAll(desc, env.prefix+"-", "") }
+
+func execSleep(t *testing.T, s *Supervisor, id, pid string) int {
+	t.Helper()
+	spec := specs.ProcessSpec{Args: []string{"/testinit", "sleep", "forever"}, Cwd: "/", Env: []string{"PATH=/"}}
+	syspid, err := s.Exec(context.Background(), ExecRequest{ID: id, Pid: pid, Spec: spec})
+	if err != nil {
+		t.Fatalf("exec %s in %s: %v", pid, id, err)
+	}
+	return syspid
+}
+
+// nextEvents reads n events (bounded wait each).
+func nextEvents(t *testing.T, env *realEnv, sub *Subscription, n int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; i < n; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ev, err := sub.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("event %d of %d: %v (got so far %v)", i+1, n, err, out)
+		}
+		out = append(out, env.short(describe(ev)))
+	}
+	return out
+}
+
+func kill(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill %d: %v", pid, err)
+	}
+}
+
+// daemonDeathScenario runs a, b and c (a with exec e1) under a daemon in
+// another process, SIGKILLs that daemon, then kills a's exec and a's and b's
+// init while no daemon runs. c stays alive.
+func daemonDeathScenario(t *testing.T, env *realEnv) {
+	sc := daemonScript{StateDir: env.stateDir, Runc: fixture.Runc(t), RuncRoot: env.runcRoot, Shim: fixture.Shim(t),
+		Containers: map[string]string{}, Execs: map[string]string{"e1": env.id("a")}}
+	for _, name := range []string{"a", "b", "c"} {
+		sc.Containers[env.id(name)] = fixture.NewBundle(t, fixture.Args("sleep", "forever")).Path
+	}
+	script, _ := json.Marshal(sc)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), daemonRoleEnv+"="+string(script))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pids map[string]int
+	err = json.NewDecoder(out).Decode(&pids)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err != nil {
+		t.Fatalf("daemon role: %v", err)
+	}
+	for _, k := range []string{"a/e1", "a/init", "b/init"} {
+		kill(t, pids[env.id(k)])
+	}
+}
+
+func TestRealRestoreExactlyOnce(t *testing.T) {
+	env := newRealEnv(t)
+	daemonDeathScenario(t, env)
+	s2 := env.start(env.config())
+	sub, err := s2.Subscribe(context.Background(), SubscribeRequest{After: time.Unix(0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := nextEvents(t, env, sub, 7)
+	want := []string{"start-container a", "start-container b", "start-container c", "start-process a e1"}
+	if !equal(got[:4], want) {
+		t.Fatalf("replayed %v, want %v", got[:4], want)
+	}
+	assertExits(t, got[4:], "exit a e1 137", "exit a init 137", "exit b init 137")
+	// c is still running and controllable: exec, then kill.
+	infos, err := s2.State(context.Background(), env.id("c"))
+	if err != nil || infos[0].Status != StatusRunning || len(infos[0].Pids) == 0 {
+		t.Fatalf("c after restore: %+v %v", infos, err)
+	}
+	execSleep(t, s2, env.id("c"), "late")
+	if err := s2.Signal(context.Background(), env.id("c"), "init", syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	assertExits(t, nextEvents(t, env, sub, 3)[1:], "exit c late 137", "exit c init 137")
+}
+
+// assertExits checks exits of different containers as a set, and that an
+// exec's exit comes before its container's init exit.
+func assertExits(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	g := append([]string(nil), got...)
+	w := append([]string(nil), want...)
+	sort.Strings(g)
+	sort.Strings(w)
+	if !equal(g, w) {
+		t.Fatalf("exits %v, want %v", got, want)
+	}
+	for i, e := range got {
+		var id, pid string
+		var status int
+		fmtSscan(e, &id, &pid, &status)
+		if pid != "init" {
+			continue
+		}
+		for _, later := range got[i+1:] {
+			var lid, lpid string
+			fmtSscan(later, &lid, &lpid, &status)
+			if lid == id {
+				t.Fatalf("exec exit %q after init exit %q", later, e)
+			}
+		}
+	}
+}
+
+func TestRealRestoreCrashAtEachStep(t *testing.T) {
+	for k := 1; k <= 3; k++ {
+		t.Run("", func(t *testing.T) {
+			env := newRealEnv(t)
+			daemonDeathScenario(t, env)
+			cfg := env.config()
+			cfg.crashAfter = k
+			crashing := env.start(cfg)
+			waitAppended(t, crashing, k)
+			crashing.Stop()
+			s3 := env.start(env.config())
+			sub, err := s3.Subscribe(context.Background(), SubscribeRequest{After: time.Unix(0, 0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := nextEvents(t, env, sub, 7)
+			assertExits(t, got[4:], "exit a e1 137", "exit a init 137", "exit b init 137")
+			stored, err := s3.Subscribe(context.Background(), SubscribeRequest{After: time.Unix(0, 0), StoredOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			exits := 0
+			var all []string
+			for {
+				ev, err := stored.Next(context.Background())
+				if err != nil {
+					break
+				}
+				all = append(all, fmt.Sprintf("%s inc=%s", env.short(describe(ev)), ev.Incarnation))
+				if ev.Type == journal.TypeExit {
+					exits++
+				}
+			}
+			if exits != 3 {
+				t.Fatalf("journal holds %d exits, want exactly 3: %q", exits, all)
+			}
+			if err := s3.Signal(context.Background(), env.id("c"), "init", syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			if ev := nextEvents(t, env, sub, 1)[0]; ev != "exit c init 137" {
+				t.Fatalf("got %q", ev)
+			}
+		})
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+var _ = runtime.Running
+
+// fmtSscan parses "exit ID PID STATUS".
+func fmtSscan(s string, id, pid *string, status *int) {
+	var typ string
+	fmt.Sscan(s, &typ, id, pid, status)
+}
