@@ -20,7 +20,7 @@ GOFILES := $(shell find . -name '*.go' -not -path './bin/*')
 
 all: build
 
-build: $(BIN)/containerd $(BIN)/containerd-shim $(BIN)/ctr $(BIN)/runc $(BIN)/testinit
+build: $(BIN)/containerd $(BIN)/containerd-shim $(BIN)/ctr $(BIN)/runc $(BIN)/testinit $(BIN)/mkbundle
 
 $(BIN)/containerd: $(GOFILES) go.mod go.sum
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./containerd
@@ -39,6 +39,14 @@ $(BIN)/runc: go.mod go.sum
 # The static init of every test rootfs.
 $(BIN)/testinit: integration/testinit/main.go
 	CGO_ENABLED=0 $(GO) build -o $@ ./integration/testinit
+
+$(BIN)/mkbundle: $(GOFILES)
+	$(GO) build -o $@ ./integration/mkbundle
+
+# Builds everything, then runs a container, shows events and a replay,
+# crashes and restarts the daemon (see integration/demo/demo.sh).
+demo: build
+	./integration/demo/demo.sh
 
 lint: fmt-check vet
 

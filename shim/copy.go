@@ -21,6 +21,9 @@ type copier struct {
 	end  func()        // run once src ended; may be nil
 	last *atomic.Int64 // unix nanoseconds of the last byte moved; may be nil
 	done chan struct{}
+	// writing is true while bytes wait to be taken by dst (a client that
+	// reads slowly or not yet): output is pending, the copy is not idle.
+	writing atomic.Bool
 }
 
 func (c *copier) start() *copier {
@@ -51,13 +54,15 @@ func (c *copier) write(p []byte) bool {
 	if c.tee != nil {
 		c.tee.Write(p)
 	}
-	if c.last != nil {
-		c.last.Store(time.Now().UnixNano())
-	}
+	c.moved()
 	if c.dst == nil {
 		return true
 	}
-	if _, err := c.dst.Write(p); err != nil {
+	c.writing.Store(true)
+	_, err := c.dst.Write(p)
+	c.writing.Store(false)
+	c.moved()
+	if err != nil {
 		// An output whose reader is gone still drains the process's side,
 		// so the process never blocks on a full pipe.
 		c.dst = nil
@@ -66,9 +71,16 @@ func (c *copier) write(p []byte) bool {
 	return true
 }
 
-// drain waits until every copier is done, or until no byte has moved for
-// idle (a process that left a child holding its stdout, or a client that
-// stopped reading): then it gives up and reports false.
+func (c *copier) moved() {
+	if c.last != nil {
+		c.last.Store(time.Now().UnixNano())
+	}
+}
+
+// drain waits until every copier is done. Output waiting for the client is
+// never dropped, however slowly the client reads; but copies that have
+// waited idle for input (the process is gone, yet something, e.g. a child it
+// left, still holds the pipe) are abandoned: drain then reports false.
 func drain(copies []*copier, last *atomic.Int64, idle time.Duration) bool {
 	t := time.NewTimer(idle)
 	defer t.Stop()
@@ -79,14 +91,24 @@ func drain(copies []*copier, last *atomic.Int64, idle time.Duration) bool {
 				waiting = false
 			case <-t.C:
 				quiet := time.Duration(time.Now().UnixNano() - last.Load())
-				if quiet >= idle {
+				if quiet >= idle && !pending(copies) {
 					return false
 				}
-				t.Reset(idle - quiet)
+				t.Reset(max(idle-quiet, idle/4))
 			}
 		}
 	}
 	return true
+}
+
+// pending says whether some copy holds output its client has not taken.
+func pending(copies []*copier) bool {
+	for _, c := range copies {
+		if c.writing.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // tailMax is how much of runc's stderr is kept for its error message.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -63,6 +64,36 @@ func TestDrainGivesUp(t *testing.T) {
 	}
 	w.Close()
 	<-c.done
+}
+
+// TestDrainWaitsForSlowReader: output the client has not read yet is never
+// dropped, even long after the idle time.
+func TestDrainWaitsForSlowReader(t *testing.T) {
+	src, w, _ := os.Pipe()
+	r, dst, _ := os.Pipe()
+	defer r.Close()
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	c := (&copier{src: src, dst: dst, keep: true, last: &last, end: func() { dst.Close() }}).start()
+	go func() {
+		w.WriteString(strings.Repeat("z", 300000)) // more than the pipes hold
+		w.Close()
+	}()
+	const idle = 20 * time.Millisecond
+	drained := make(chan bool, 1)
+	go func() { drained <- drain([]*copier{c}, &last, idle) }()
+	select {
+	case <-drained:
+		t.Fatal("drain returned while output was still pending")
+	case <-time.After(20 * idle): // the behaviour under test is a timeout
+	}
+	data, _ := io.ReadAll(r)
+	if len(data) != 300000 {
+		t.Errorf("read %d bytes, want 300000", len(data))
+	}
+	if !<-drained {
+		t.Error("drain gave up")
+	}
 }
 
 // TestCopierKeepsReading: an output whose destination fails is still read,

@@ -53,9 +53,9 @@ func (c execCmd) args() []string {
 // restoreCmd is `runc restore -d`: the init restored from a checkpoint,
 // running when runc returns.
 type restoreCmd struct {
-	id, bundle, pidFile, imagePath, workPath string
-	opts                                     checkpointOpts
-	noPivot                                  bool
+	id, bundle, pidFile, imagePath, workPath, consoleSocket string
+	opts                                                    checkpointOpts
+	noPivot                                                 bool
 }
 
 func (c restoreCmd) args() []string {
@@ -71,6 +71,9 @@ func (c restoreCmd) args() []string {
 	for _, ns := range c.opts.EmptyNS {
 		a = append(a, "--empty-ns", ns)
 	}
+	if c.consoleSocket != "" {
+		a = append(a, "--console-socket", c.consoleSocket)
+	}
 	return append(a, "--bundle", c.bundle, "--pid-file", c.pidFile, c.id)
 }
 
@@ -84,7 +87,7 @@ func runcArgv(cfg *processConfig, a args, dir, consoleSocket string, now time.Ti
 		return g.argv(execCmd{id: a.id, processFile: filepath.Join(dir, runcProcessFile), pidFile: pidFile, consoleSocket: consoleSocket}.args())
 	case cfg.Checkpoint != "":
 		work := filepath.Join(cfg.Checkpoint, "criu.work", "restore-"+string(appendTime(nil, now)))
-		return g.argv(restoreCmd{id: a.id, bundle: a.bundle, pidFile: pidFile, imagePath: cfg.Checkpoint, workPath: work, opts: cfg.CheckpointOpts, noPivot: cfg.NoPivotRoot}.args())
+		return g.argv(restoreCmd{id: a.id, bundle: a.bundle, pidFile: pidFile, imagePath: cfg.Checkpoint, workPath: work, consoleSocket: consoleSocket, opts: cfg.CheckpointOpts, noPivot: cfg.NoPivotRoot}.args())
 	default:
 		return g.argv(createCmd{id: a.id, bundle: a.bundle, pidFile: pidFile, consoleSocket: consoleSocket, noPivot: cfg.NoPivotRoot}.args())
 	}

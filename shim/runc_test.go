@@ -45,6 +45,13 @@ func TestRuncArgv(t *testing.T) {
 			want: []string{"restore", "-d", "--image-path", "/cp", "--work-path", "/cp/criu.work/restore-2024-05-06T07:08:09.000000010Z", "--bundle", "/b", "--pid-file", "/s/c1/init/pid", "c1"},
 		},
 		{
+			name:    "restore with a terminal",
+			cfg:     processConfig{Checkpoint: "/cp"},
+			console: "/tmp/pty3/pty.sock",
+			want: []string{"restore", "-d", "--image-path", "/cp", "--work-path", "/cp/criu.work/restore-2024-05-06T07:08:09.000000010Z",
+				"--console-socket", "/tmp/pty3/pty.sock", "--bundle", "/b", "--pid-file", "/s/c1/init/pid", "c1"},
+		},
+		{
 			name: "restore with every option",
 			cfg: processConfig{Checkpoint: "/cp", NoPivotRoot: true, CheckpointOpts: checkpointOpts{
 				TCP: true, UnixSockets: true, Shell: true, EmptyNS: []string{"network", "ipc"}}},

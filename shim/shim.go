@@ -17,8 +17,10 @@ const (
 	consoleTimeout = 10 * time.Second
 	// stderrTimeout bounds the wait for a failed runc's stderr.
 	stderrTimeout = 2 * time.Second
-	// drainIdle is how long the output copies may go without moving a
-	// byte after the process exited before the shim stops waiting for them.
+	// drainIdle is how long, after the process exited, the output copies
+	// may wait for input that does not come (a child the process left holds
+	// the pipe) before the shim stops waiting for them. Output pending for a
+	// slow client is always waited for.
 	drainIdle = 2 * time.Second
 )
 
@@ -53,12 +55,15 @@ func (s *shim) run(sp *startPipe) int {
 func (s *shim) wait(exited <-chan unix.WaitStatus) int {
 	ws := <-exited
 	code := 0
-	if err := writeExitStatus(s.dir, ws); err != nil {
+	// Relative to our working directory, not s.dir: when init exits first
+	// the daemon renames the container's dir (retires it) while exec shims
+	// still run; the cwd follows the rename, the absolute path does not.
+	if err := writeExitStatus(".", ws); err != nil {
 		s.log.error("write exitStatus " + strconv.Itoa(shellStatus(ws)) + ": " + err.Error())
 		code = 1
 	}
 	if !s.io.drain(drainIdle) {
-		s.log.warn("output still open " + drainIdle.String() + " after the process exited (a child of it may hold it); stopped copying")
+		s.log.warn("output still held open " + drainIdle.String() + " after the process exited (by a child it left?); stopped copying")
 	}
 	return code
 }

@@ -90,6 +90,33 @@ func TestOutputs(t *testing.T) {
 	}
 }
 
+// TestExitStatusBeforeOutput: exitStatus is written as soon as the process
+// exits, while its output still waits for a client that has not read it;
+// the shim (and its exit fifo) stays until the output is taken, all of it.
+func TestExitStatusBeforeOutput(t *testing.T) {
+	fixture.RequireRoot(t)
+	t.Parallel()
+	c := newContainer(t, fixture.Args("cat"))
+	defer c.remove(t)
+	p := c.startShim(t, procOpts{stdin: true, stdout: true})
+	p.started()
+	c.mustRunc(t, "start", c.id)
+	watch := watchFile(t, p.dir, "exitStatus")
+	const size = 100000 // more than the stdout FIFO holds, less than FIFO + pipe
+	go p.writeStdin(strings.Repeat("o", size))
+	p.control(fmt.Sprintf("%d 0 0", ctlCloseStdin))
+	watch()
+	if p.hungUp(0) {
+		t.Fatal("the shim exited before its output was read")
+	}
+	if out := readAll(t, p.stdout); len(out) != size {
+		t.Errorf("read %d bytes of output, want %d", len(out), size)
+	}
+	if got := p.exited(); got != 0 {
+		t.Fatalf("exitStatus %d, want 0", got)
+	}
+}
+
 // TestStdin: stdin reaches the process through its FIFO; a client closing
 // its end does not end it (the shim holds it open, and a new client can
 // write); close-stdin on the control fifo does.
@@ -113,24 +140,56 @@ func TestStdin(t *testing.T) {
 	}
 }
 
-// TestTerminalResize: a terminal process sees the size sent on the control
-// fifo, and its output comes through the pty.
-func TestTerminalResize(t *testing.T) {
+// TestTerminal: a terminal process sees the size sent on the control fifo,
+// its output comes through the pty, and stdin goes in (the pty echoes it).
+func TestTerminal(t *testing.T) {
 	fixture.RequireRoot(t)
 	t.Parallel()
 	c := newContainer(t, fixture.Terminal(), fixture.Args("winsize"))
 	defer c.remove(t)
-	p := c.startShim(t, procOpts{stdout: true, terminal: true})
+	p := c.startShim(t, procOpts{stdin: true, stdout: true, terminal: true})
 	p.started()
 	c.mustRunc(t, "start", c.id)
+	checkTerminal(t, p)
+	c.mustRunc(t, "kill", c.id, "KILL")
+	if got := p.exited(); got != 137 {
+		t.Fatalf("exitStatus %d, want 137", got)
+	}
+}
+
+// checkTerminal drives a process running `testinit winsize` on a pty.
+func checkTerminal(t *testing.T, p *proc) {
+	t.Helper()
 	out := newLineReader(p.stdout)
 	out.until(t, "winsize 0x0")
 	p.control("not a control line")
 	p.control(fmt.Sprintf("%d 100 40", ctlResize))
 	out.until(t, "winsize 40x100")
+	p.writeStdin("typed\n")
+	out.until(t, "typed")
+}
+
+// TestExecTerminal: an exec with its own pty, resized on its own control fifo.
+func TestExecTerminal(t *testing.T) {
+	fixture.RequireRoot(t)
+	t.Parallel()
+	c := newContainer(t, fixture.Args("sleep", "1h"))
+	defer c.remove(t)
+	init := c.startShim(t, procOpts{})
+	init.started()
+	c.mustRunc(t, "start", c.id)
+	spec := execProcess("winsize")
+	spec.Terminal = true
+	e := c.startShim(t, procOpts{name: "tty-exec", stdin: true, stdout: true, terminal: true, exec: spec})
+	pid := e.started()
+	checkTerminal(t, e)
+	syscall.Kill(pid, syscall.SIGKILL)
+	if got := e.exited(); got != 137 {
+		t.Fatalf("exec exitStatus %d, want 137", got)
+	}
 	c.mustRunc(t, "kill", c.id, "KILL")
-	if got := p.exited(); got != 137 {
-		t.Fatalf("exitStatus %d, want 137", got)
+	if got := init.exited(); got != 137 {
+		t.Fatalf("init exitStatus %d, want 137", got)
 	}
 }
 

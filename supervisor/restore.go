@@ -35,9 +35,11 @@ func (s *Supervisor) restore(ctx context.Context) error {
 	if err != nil {
 		s.log.WithError(err).Warn("listing retired containers")
 	}
+	aside := 0
 	for _, l := range s.loadAll(ctx, ids) {
 		if l.err != nil {
 			s.setAside(l.id, l.err)
+			aside++
 			continue
 		}
 		s.adopt(l.c, published)
@@ -45,6 +47,10 @@ func (s *Supervisor) restore(ctx context.Context) error {
 	for _, c := range retired {
 		s.adoptRetired(c, published)
 	}
+	s.log.WithFields(map[string]interface{}{
+		"containers": len(ids), "adopted": len(s.containers), "exits_to_replay": s.pendingExits(),
+		"retired": len(retired), "set_aside": aside, "journal_events": s.journal.Len(),
+	}).Info("restore: state dir loaded")
 	s.m.containers.Update(int64(len(s.containers)))
 	return nil
 }
@@ -208,4 +214,15 @@ func (s *Supervisor) adoptRetired(c Container, published map[string]bool) {
 		return
 	}
 	s.replayDead(e, dead, published)
+}
+
+// pendingExits counts the processes whose exit restore has queued.
+func (s *Supervisor) pendingExits() int {
+	n := 0
+	for p, e := range s.procs {
+		if e.exiting[p] {
+			n++
+		}
+	}
+	return n
 }

@@ -1,0 +1,23 @@
+package runtime
+
+import "testing"
+
+func TestRuncRoot(t *testing.T) {
+	cases := []struct {
+		runtime string
+		args    []string
+		root    string
+		ok      bool
+	}{
+		{"runc", nil, "/run/runc", true},
+		{"/usr/bin/runc", []string{"--root", "/x"}, "/x", true},
+		{"runc", []string{"--debug", "--root=/y"}, "/y", true},
+		{"crun", []string{"--root", "/x"}, "", false},
+	}
+	for _, c := range cases {
+		root, ok := runcRoot(c.runtime, c.args)
+		if root != c.root || ok != c.ok {
+			t.Errorf("runcRoot(%q, %q) = %q, %v; want %q, %v", c.runtime, c.args, root, ok, c.root, c.ok)
+		}
+	}
+}
