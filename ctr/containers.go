@@ -105,7 +105,7 @@ func statsCommand() *cli.Command {
 		Usage:     "get stats for a running container",
 		ArgsUsage: "ID",
 		Action: func(c *cli.Context) error {
-			id, err := containerID(c)
+			id, err := singleID(c)
 			if err != nil {
 				return err
 			}
@@ -130,7 +130,7 @@ func killCommand() *cli.Command {
 			&cli.StringFlag{Name: "signal", Aliases: []string{"s"}, Value: "15", Usage: "signal number or name (9, KILL, SIGKILL)"},
 		},
 		Action: func(c *cli.Context) error {
-			id, err := containerID(c)
+			id, err := singleID(c)
 			if err != nil {
 				return err
 			}
@@ -178,7 +178,7 @@ func statusCommand(name, usage, status string) *cli.Command {
 		Usage:     usage,
 		ArgsUsage: "ID",
 		Action: func(c *cli.Context) error {
-			id, err := containerID(c)
+			id, err := singleID(c)
 			if err != nil {
 				return err
 			}
@@ -197,4 +197,16 @@ func containerID(c *cli.Context) (string, error) {
 		return "", missing("container id cannot be empty")
 	}
 	return id, nil
+}
+
+// singleID is the one argument of a command that takes only an ID. More
+// arguments are an error: flag parsing stops at the first argument, so a
+// flag written after the ID (`update ID --memory-limit N`) would otherwise
+// be silently ignored.
+func singleID(c *cli.Context) (string, error) {
+	id, err := containerID(c)
+	if err == nil && c.NArg() > 1 {
+		return "", missing("unexpected arguments after the container id: %q (flags go before the id)", c.Args().Slice()[1:])
+	}
+	return id, err
 }

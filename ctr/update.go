@@ -44,7 +44,7 @@ func updateCommand() *cli.Command {
 		ArgsUsage: "ID",
 		Flags:     flags,
 		Action: func(c *cli.Context) error {
-			id, err := containerID(c)
+			id, err := singleID(c)
 			if err != nil {
 				return err
 			}

@@ -410,14 +410,21 @@ func (l *lineReader) until(t *testing.T, want string) []string {
 // writeStdin opens the stdin FIFO as a client, writes s and closes it.
 func (p *proc) writeStdin(s string) {
 	p.t.Helper()
-	f, err := os.OpenFile(p.path("stdin"), os.O_WRONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
-		p.t.Fatalf("open stdin fifo (the shim must hold its read end): %v", err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(s); err != nil {
+	if err := writeFifo(p.path("stdin"), s); err != nil {
 		p.t.Fatal(err)
 	}
+}
+
+// writeFifo writes s to a FIFO whose read end the shim holds, then closes it.
+func writeFifo(path, s string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return fmt.Errorf("open %s (the shim must hold its read end): %w", path, err)
+	}
+	defer f.Close()
+	f.SetWriteDeadline(time.Now().Add(wait))
+	_, err = f.WriteString(s)
+	return err
 }
 
 // alive: pid exists and is not a zombie.

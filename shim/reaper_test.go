@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"os"
 	"strconv"
 	"syscall"
@@ -70,20 +69,26 @@ func TestReaper(t *testing.T) {
 }
 
 // forkExited starts a child outside the reaper that exits with status 4 and
-// returns once it has exited (its end of a pipe is closed).
+// returns once it is a zombie (waitid with WNOWAIT: waited for, not reaped).
 func forkExited(t *testing.T, self string, attr func(int, *os.File) *syscall.ProcAttr) int {
 	t.Helper()
-	pr, pw, err := os.Pipe()
+	null, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pr.Close()
-	pid, err := syscall.ForkExec(self, []string{self}, attr(4, pw))
-	pw.Close()
+	defer null.Close()
+	pid, err := syscall.ForkExec(self, []string{self}, attr(4, null))
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.ReadAll(pr)
+	var info unix.Siginfo
+	err = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+	for err == unix.EINTR {
+		err = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+	}
+	if err != nil {
+		t.Fatalf("waitid %d: %v", pid, err)
+	}
 	return pid
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/evjournal/containerd/integration/fixture"
 	"github.com/evjournal/containerd/specs"
@@ -103,14 +104,19 @@ func TestExitStatusBeforeOutput(t *testing.T) {
 	c.mustRunc(t, "start", c.id)
 	watch := watchFile(t, p.dir, "exitStatus")
 	const size = 100000 // more than the stdout FIFO holds, less than FIFO + pipe
-	go p.writeStdin(strings.Repeat("o", size))
+	written := make(chan error, 1)
+	go func() { written <- writeFifo(p.path("stdin"), strings.Repeat("o", size)) }()
 	p.control(fmt.Sprintf("%d 0 0", ctlCloseStdin))
 	watch()
-	if p.hungUp(0) {
+	// Longer than the shim waits for idle copies: pending output is not idle.
+	if p.hungUp(drainIdle + time.Second) {
 		t.Fatal("the shim exited before its output was read")
 	}
 	if out := readAll(t, p.stdout); len(out) != size {
 		t.Errorf("read %d bytes of output, want %d", len(out), size)
+	}
+	if err := <-written; err != nil {
+		t.Fatal(err)
 	}
 	if got := p.exited(); got != 0 {
 		t.Fatalf("exitStatus %d, want 0", got)

@@ -24,6 +24,9 @@ type fakeRuntime struct {
 	failRetire map[string]int // Retire of id fails this many more times
 	failStart  error
 	n          int
+	// runc state the fake's "runc list" shows, and what was deleted from it
+	runcOrphans []runtime.RuncContainer
+	runcDeleted []string
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -95,6 +98,19 @@ func (r *fakeRuntime) SetAside(root, id, reason string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.live, id)
+	return nil
+}
+
+func (r *fakeRuntime) ListRunc(ctx context.Context, rt string, args []string) ([]runtime.RuncContainer, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runcOrphans, nil
+}
+
+func (r *fakeRuntime) DeleteRunc(ctx context.Context, rt string, args []string, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.runcDeleted = append(r.runcDeleted, id)
 	return nil
 }
 

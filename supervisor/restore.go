@@ -51,6 +51,7 @@ func (s *Supervisor) restore(ctx context.Context) error {
 		"containers": len(ids), "adopted": len(s.containers), "exits_to_replay": s.pendingExits(),
 		"retired": len(retired), "set_aside": aside, "journal_events": s.journal.Len(),
 	}).Info("restore: state dir loaded")
+	s.cleanRuncOrphans()
 	s.m.containers.Update(int64(len(s.containers)))
 	return nil
 }

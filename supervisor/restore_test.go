@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor/journal"
 )
 
@@ -102,5 +103,46 @@ func assertNoMore(t *testing.T, h *harness) {
 		if n != 1 {
 			t.Fatalf("exit %s journaled %d times", k, n)
 		}
+	}
+}
+
+func TestRestoreCleansOnlyOurStoppedRuncOrphans(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	h := newHarness(t, rt, dir)
+	a := h.create("a")
+	h.create("b")
+	h.kill(a.proc("init"), 0)
+	h.expect("start-container a", "start-container b", "exit a init 0")
+	waitFor(t, func() bool { rt.mu.Lock(); defer rt.mu.Unlock(); return a.deleted })
+	must(t, h.s.Stop())
+	rt.mu.Lock()
+	rt.runcOrphans = []runtime.RuncContainer{
+		{ID: "a", Status: "stopped"},       // ours, no record: removed
+		{ID: "b", Status: "running"},       // ours and live: kept
+		{ID: "foreign", Status: "stopped"}, // never started by us: kept
+	}
+	rt.mu.Unlock()
+	h2 := newHarness(t, rt, dir)
+	// A request after restore is served after the cleanup's queued work.
+	h2.create("c")
+	h2.expect("start-container a", "start-container b", "exit a init 0", "start-container c")
+	waitFor(t, func() bool { rt.mu.Lock(); defer rt.mu.Unlock(); return len(rt.runcDeleted) > 0 })
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if len(rt.runcDeleted) != 1 || rt.runcDeleted[0] != "a" {
+		t.Fatalf("runc deletes %v, want exactly [a]", rt.runcDeleted)
+	}
+}
+
+// waitFor polls cond (work done on a worker with no event to await), bounded.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

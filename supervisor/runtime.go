@@ -17,6 +17,10 @@ type Runtime interface {
 	ListIDs(root string) ([]string, error)
 	Retired(root string) ([]Container, error)
 	SetAside(root, id, reason string) error
+	// ListRunc and DeleteRunc find and remove runc state left without a
+	// container record (restore cleans it up).
+	ListRunc(ctx context.Context, runtime string, args []string) ([]runtime.RuncContainer, error)
+	DeleteRunc(ctx context.Context, runtime string, args []string, id string) error
 }
 
 // Container is one container incarnation, as package runtime models it.
@@ -103,6 +107,14 @@ func (realRuntime) Retired(root string) ([]Container, error) {
 }
 
 func (realRuntime) SetAside(root, id, reason string) error { return runtime.SetAside(root, id, reason) }
+
+func (realRuntime) ListRunc(ctx context.Context, rt string, args []string) ([]runtime.RuncContainer, error) {
+	return runtime.ListRunc(ctx, rt, args)
+}
+
+func (realRuntime) DeleteRunc(ctx context.Context, rt string, args []string, id string) error {
+	return runtime.DeleteRunc(ctx, rt, args, id)
+}
 
 // realContainer turns *runtime.Process results into the Process interface.
 type realContainer struct{ *runtime.Container }
