@@ -61,6 +61,18 @@ vet:
 test: build lint
 	$(GO) test -race -count=1 -timeout 25m ./...
 
+# Benchmarks side by side with bare runc (root; about 4 minutes here,
+# bounded to 15): prints "name value unit" lines, writes bench/RESULTS.md.
+bench: build
+	$(GO) run ./bench/cmd/bench -out bench/RESULTS.md
+
+# The reliability suite in full mode (root): chaos with >= 20 daemon
+# SIGKILLs, journal faults, bad input, leaks over 1000 cycles, a slow
+# subscriber, then each fuzz target for 20 s. `make test` runs its short
+# mode (go test ./bench/reliability).
+reliability: build
+	$(GO) run ./bench/cmd/reliability -fuzztime 20s
+
 clean:
 	rm -rf $(BIN)
 

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"os"
 
 	gorunc "github.com/containerd/go-runc"
 )
@@ -17,6 +18,11 @@ type RuncContainer struct {
 func ListRunc(ctx context.Context, runtime string, args []string) ([]RuncContainer, error) {
 	if runtime == "" {
 		runtime = DefaultRuntime
+	}
+	if root, ok := runcRoot(runtime, args); ok {
+		if _, err := os.Stat(root); os.IsNotExist(err) {
+			return nil, nil // runc makes its root on first use: nothing yet
+		}
 	}
 	r := &gorunc.Runc{Command: runtime, ExtraArgs: args}
 	list, err := r.List(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -140,6 +141,12 @@ func (c *Container) deleteRuncState(ctx context.Context) error {
 	st, err := c.runc().State(ctx, c.rec.ID)
 	if err != nil {
 		if re := parseRuncError("state", err); runcNotExist(re.Output) && ctx.Err() == nil {
+			return nil
+		}
+		if _, lerr := exec.LookPath(c.rec.Runtime); lerr != nil {
+			// A runtime that cannot be run (one a failed create named) has
+			// made no state; failing here would leave the container dir
+			// behind and its id taken.
 			return nil
 		}
 		return c.runcError(ctx, "state", err)

@@ -3,9 +3,11 @@ package runtime
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +25,7 @@ type Stats struct {
 
 // Stats runs `runc events --stats <id>` once.
 func (c *Container) Stats(ctx context.Context) (*Stats, error) {
-	s, err := c.runc().Stats(ctx, c.rec.ID)
+	s, err := c.runcStats(ctx)
 	if err == nil && s == nil {
 		err = errors.New("runc events --stats gave no data")
 	}
@@ -40,6 +42,23 @@ func (c *Container) Stats(ctx context.Context) (*Stats, error) {
 		out.HugetlbLimits = c.hugetlbLimits(mapKeys(s.Hugetlb))
 	}
 	return out, nil
+}
+
+// runcStats runs `runc [args] events --stats <id>` and decodes its one
+// event. Not go-runc's Stats: it reads runc's stdout pipe while its process
+// monitor already calls cmd.Wait, which closes that pipe once runc exits, so
+// a quick runc made it fail now and then with "read |0: file already closed".
+func (c *Container) runcStats(ctx context.Context) (*gorunc.Stats, error) {
+	args := append(append([]string{}, c.rec.RuntimeArgs...), "events", "--stats", c.rec.ID)
+	out, err := exec.CommandContext(ctx, c.rec.Runtime, args...).Output()
+	if err != nil {
+		return nil, err
+	}
+	var ev gorunc.Event
+	if err := json.Unmarshal(out, &ev); err != nil {
+		return nil, fmt.Errorf("decode runc events --stats: %w", err)
+	}
+	return ev.Stats, nil
 }
 
 // clockTicks is USER_HZ, the unit of /proc/stat; 100 on every Linux ABI.

@@ -13,8 +13,9 @@ const MaxIDLength = 76
 
 // ValidateID checks a container id, exec id or checkpoint name before any path
 // is built from it: non-empty, at most MaxIDLength bytes, only [A-Za-z0-9_.-],
-// and not starting with '.' (which rules out ".", ".." and hidden names such as
-// ".retired"). The error is classified errdefs.ErrInvalidArgument.
+// not starting with '.' (which rules out ".", ".." and hidden names such as
+// ".retired") nor with '-' (runc would parse it as a flag). The error is
+// classified errdefs.ErrInvalidArgument.
 func ValidateID(id string) error {
 	switch {
 	case id == "":
@@ -23,6 +24,9 @@ func ValidateID(id string) error {
 		return fmt.Errorf("invalid id %.20q...: longer than %d bytes: %w", id, MaxIDLength, errdefs.ErrInvalidArgument)
 	case id[0] == '.':
 		return fmt.Errorf("invalid id %q: starts with '.': %w", id, errdefs.ErrInvalidArgument)
+	case id[0] == '-':
+		// runc would take it for a flag.
+		return fmt.Errorf("invalid id %q: starts with '-': %w", id, errdefs.ErrInvalidArgument)
 	}
 	for i := 0; i < len(id); i++ {
 		if !idByte(id[i]) {

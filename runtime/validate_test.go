@@ -22,6 +22,8 @@ func TestValidateID(t *testing.T) {
 		{".", false},
 		{"..", false},
 		{".hidden", false},
+		{"-x", false}, // runc would parse it as a flag
+		{"x-", true},
 		{"../x", false},
 		{"a/b", false},
 		{"/abs", false},

@@ -82,11 +82,15 @@ func (s *shim) kind() string {
 func (s *shim) start() (int, <-chan unix.WaitStatus, error) {
 	io, err := newStdio(s.cfg)
 	if err != nil {
+		if io != nil {
+			io.close()
+		}
 		return 0, nil, err
 	}
 	s.io = io
 	ctl, err := openControl("control")
 	if err != nil {
+		io.close()
 		return 0, nil, err
 	}
 	go serveControl(ctl, io, s.log)

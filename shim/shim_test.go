@@ -103,9 +103,14 @@ func TestExitStatusBeforeOutput(t *testing.T) {
 	p.started()
 	c.mustRunc(t, "start", c.id)
 	watch := watchFile(t, p.dir, "exitStatus")
-	const size = 100000 // more than the stdout FIFO holds, less than FIFO + pipe
+	const size = 100000    // more than the stdout FIFO holds, less than FIFO + pipe
+	stdin := p.openStdin() // before close-stdin, or the process might see EOF first
 	written := make(chan error, 1)
-	go func() { written <- writeFifo(p.path("stdin"), strings.Repeat("o", size)) }()
+	go func() {
+		_, err := stdin.WriteString(strings.Repeat("o", size))
+		stdin.Close()
+		written <- err
+	}()
 	p.control(fmt.Sprintf("%d 0 0", ctlCloseStdin))
 	watch()
 	// Longer than the shim waits for idle copies: pending output is not idle.
@@ -197,51 +202,6 @@ func TestExecTerminal(t *testing.T) {
 	if got := init.exited(); got != 137 {
 		t.Fatalf("init exitStatus %d, want 137", got)
 	}
-}
-
-// TestExec: an exec gets its own shim and its own status, its output, and
-// leaves the init running; a signal kills it with 128+signal.
-func TestExec(t *testing.T) {
-	fixture.RequireRoot(t)
-	t.Parallel()
-	c := newContainer(t, fixture.Args("sleep", "1h"))
-	defer c.remove(t)
-	init := c.startShim(t, procOpts{})
-	init.started()
-	c.mustRunc(t, "start", c.id)
-
-	e := c.startShim(t, procOpts{name: "exec1", stdout: true, exec: execProcess("echo", "from exec", "--", "exit", "5")})
-	e.started()
-	if got := e.exited(); got != 5 {
-		t.Fatalf("exec exitStatus %d, want 5", got)
-	}
-	if out := readAll(t, e.stdout); out != "from exec\n" {
-		t.Errorf("exec stdout %q", out)
-	}
-	if st := c.status(t); st != "running" {
-		t.Fatalf("init is %q after the exec ended, want running", st)
-	}
-
-	e2 := c.startShim(t, procOpts{name: "exec2", exec: execProcess("sleep", "1h")})
-	pid := e2.started()
-	if z := fixture.Zombies(e2.shimPid); len(z) > 0 {
-		t.Errorf("zombies under the exec's shim: %v", z)
-	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if got := e2.exited(); got != 143 {
-		t.Fatalf("exec exitStatus %d, want 143", got)
-	}
-
-	c.mustRunc(t, "kill", c.id, "KILL")
-	if got := init.exited(); got != 137 {
-		t.Fatalf("init exitStatus %d, want 137", got)
-	}
-}
-
-func execProcess(steps ...string) *specs.ProcessSpec {
-	return &specs.ProcessSpec{Args: append([]string{"/testinit"}, steps...), Env: []string{"PATH=/"}, Cwd: "/"}
 }
 
 // TestMissingExecutable: runc's own message reaches the start pipe verbatim,

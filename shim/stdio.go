@@ -45,9 +45,11 @@ func newStdio(cfg *processConfig) (*stdio, error) {
 	}
 	s.child = [3]int{null, null, null}
 	if cfg.Terminal {
-		return s, s.openTerminal()
+		err = s.openTerminal()
+	} else {
+		err = s.openPipes(cfg)
 	}
-	return s, s.openPipes(cfg)
+	return s, err // with an error, s is returned for close
 }
 
 // openStdin opens the client's stdin FIFO: first the keep-alive write

@@ -48,6 +48,13 @@ func (s *Supervisor) startCreate(ctx context.Context, r CreateRequest, done func
 		},
 		apply: func(err error) {
 			s.m.startTime.UpdateSince(start)
+			var leftover *cleanupError
+			if errors.As(err, &leftover) {
+				// Keep retrying the cleanup in the id's queue, so a new
+				// create of the id waits for it instead of failing.
+				s.enqueue(r.ID, step{name: "cleanup-failed-create", retry: true, work: leftover.c.Delete})
+				err = leftover.cause
+			}
 			s.finishCreate(e, c, p, err, done)
 		},
 	})
@@ -71,14 +78,12 @@ func (s *Supervisor) createWork(ctx context.Context, r CreateRequest) (Container
 	}
 	p, err := c.Create(ctx, opts)
 	if err != nil {
-		s.cleanupFailed(c, nil)
-		return nil, nil, err
+		return nil, nil, s.cleanupFailed(c, nil, err)
 	}
 	s.watchOOM(c)
 	if r.Checkpoint == "" {
 		if err := c.Start(ctx); err != nil {
-			s.cleanupFailed(c, p)
-			return nil, nil, err
+			return nil, nil, s.cleanupFailed(c, p, err)
 		}
 	}
 	return c, p, nil
@@ -108,8 +113,9 @@ func (s *Supervisor) watchOOM(c Container) {
 	}
 }
 
-// cleanupFailed undoes a create that failed after the state dir was made.
-func (s *Supervisor) cleanupFailed(c Container, p Process) {
+// cleanupFailed undoes a create that failed (cause) after the state dir was
+// made. It returns cause, or a *cleanupError when something is left over.
+func (s *Supervisor) cleanupFailed(c Container, p Process, cause error) error {
 	s.mon.StopOOM(c.ID())
 	if p != nil {
 		p.Close()
@@ -117,9 +123,20 @@ func (s *Supervisor) cleanupFailed(c Container, p Process) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.Delete(ctx); err != nil {
-		s.log.WithError(err).WithField("container", c.ID()).Error("cleanup of a failed start")
+		s.log.WithError(err).WithField("container", c.ID()).Warn("cleanup of a failed start failed; retrying with backoff")
+		return &cleanupError{cause: cause, c: c}
 	}
+	return cause
 }
+
+// cleanupError is a failed create whose state could not be removed yet.
+type cleanupError struct {
+	cause error
+	c     Container
+}
+
+func (e *cleanupError) Error() string { return e.cause.Error() }
+func (e *cleanupError) Unwrap() error { return e.cause }
 
 func (s *Supervisor) finishCreate(e *entry, c Container, p Process, err error, done func(ContainerInfo, error)) {
 	if err != nil {
@@ -146,5 +163,3 @@ func (s *Supervisor) finishCreate(e *entry, c Container, p Process, err error, d
 func errNotRunning(id string) error {
 	return fmt.Errorf("container %q: %w", id, ErrContainerNotRunning)
 }
-
-var _ = errors.Is

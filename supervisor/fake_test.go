@@ -23,6 +23,7 @@ type fakeRuntime struct {
 	retired    []*fakeContainer
 	failRetire map[string]int // Retire of id fails this many more times
 	failStart  error
+	failDelete int // Delete fails this many more times
 	n          int
 	// runc state the fake's "runc list" shows, and what was deleted from it
 	runcOrphans []runtime.RuncContainer
@@ -205,6 +206,10 @@ func (c *fakeContainer) Retire() error {
 func (c *fakeContainer) Delete(context.Context) error {
 	c.rt.mu.Lock()
 	defer c.rt.mu.Unlock()
+	if c.rt.failDelete > 0 {
+		c.rt.failDelete--
+		return errors.New("injected delete failure")
+	}
 	c.deleted = true
 	if c.rt.live[c.id] == c {
 		delete(c.rt.live, c.id)

@@ -324,3 +324,32 @@ func TestSlowSubscriberCutOffOthersGoOn(t *testing.T) {
 		last = ev
 	}
 }
+
+func TestFailedCleanupIsRetriedAndIDWaits(t *testing.T) {
+	rt := newFakeRuntime()
+	h := newHarness(t, rt, t.TempDir())
+	<-h.clock.armed // reconcile timer
+	rt.mu.Lock()
+	rt.failStart = errors.New("oci runtime error: boom")
+	rt.failDelete = 2 // the cleanup in the create, then the first retry
+	rt.mu.Unlock()
+	if _, err := h.s.CreateContainer(context.Background(), CreateRequest{ID: "a", Bundle: "/b"}); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("got %v, want the start error", err)
+	}
+	rt.mu.Lock()
+	rt.failStart = nil
+	rt.mu.Unlock()
+	// The cleanup's retry waits for its backoff; a new create of the id
+	// waits behind it, then succeeds.
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.s.CreateContainer(context.Background(), CreateRequest{ID: "a", Bundle: "/b"})
+		done <- err
+	}()
+	if d := <-h.clock.armed; d != time.Second {
+		t.Fatalf("cleanup retry after %s, want 1s", d)
+	}
+	h.clock.Advance(time.Second)
+	must(t, <-done)
+	h.expect("start-container a")
+}

@@ -18,6 +18,9 @@ func (s *Server) CreateCheckpoint(ctx context.Context, r *types.CreateCheckpoint
 	case r.GetCheckpoint().GetName() == "":
 		return nil, api.ToGRPC(errEmptyCheckpointName)
 	}
+	if err := absoluteDir("checkpointDir", r.GetCheckpointDir()); err != nil {
+		return nil, api.ToGRPC(err)
+	}
 	if err := s.sup.CreateCheckpoint(ctx, r.GetId(), r.GetCheckpointDir(), checkpointOpts(r.GetCheckpoint())); err != nil {
 		return nil, api.ToGRPC(err)
 	}
@@ -29,6 +32,9 @@ func (s *Server) DeleteCheckpoint(ctx context.Context, r *types.DeleteCheckpoint
 	if r.GetName() == "" {
 		return nil, api.ToGRPC(errEmptyCheckpointName)
 	}
+	if err := absoluteDir("checkpointDir", r.GetCheckpointDir()); err != nil {
+		return nil, api.ToGRPC(err)
+	}
 	if err := s.sup.DeleteCheckpoint(ctx, r.GetId(), r.GetCheckpointDir(), r.GetName()); err != nil {
 		return nil, api.ToGRPC(err)
 	}
@@ -38,6 +44,9 @@ func (s *Server) DeleteCheckpoint(ctx context.Context, r *types.DeleteCheckpoint
 // ListCheckpoint lists a container's checkpoints. An unknown container gets
 // v0.2.9's own text for this RPC, `no such containers` (compat doc 3.9).
 func (s *Server) ListCheckpoint(ctx context.Context, r *types.ListCheckpointRequest) (*types.ListCheckpointResponse, error) {
+	if err := absoluteDir("checkpointDir", r.GetCheckpointDir()); err != nil {
+		return nil, api.ToGRPC(err)
+	}
 	cps, err := s.sup.ListCheckpoints(ctx, r.GetId(), r.GetCheckpointDir())
 	if errors.Is(err, supervisor.ErrContainerNotFound) {
 		err = errNoSuchContainers

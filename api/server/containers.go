@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"syscall"
 
 	"github.com/evjournal/containerd/api"
@@ -22,11 +23,49 @@ func (s *Server) CreateContainer(ctx context.Context, r *types.CreateContainerRe
 	if r.GetBundlePath() == "" {
 		return nil, api.ToGRPC(errEmptyBundle)
 	}
+	if err := validateCreate(r); err != nil {
+		return nil, api.ToGRPC(err)
+	}
 	info, err := s.sup.CreateContainer(ctx, createRequest(r))
 	if err != nil {
 		return nil, api.ToGRPC(err)
 	}
 	return &types.CreateContainerResponse{Container: containerToProto(info)}, nil
+}
+
+// maxLabelBytes bounds the labels of a container, all together: State
+// echoes them for every container in one reply, which must stay well under
+// the 4 MiB message limit of v0.2 clients.
+const maxLabelBytes = 64 << 10
+
+// validateCreate checks what would otherwise fail late, or not at all: the
+// size of the labels, the checkpoint name and dir (joined into paths).
+func validateCreate(r *types.CreateContainerRequest) error {
+	n := 0
+	for _, l := range r.GetLabels() {
+		n += len(l)
+	}
+	if n > maxLabelBytes {
+		return fmt.Errorf("labels: %d bytes in all, more than the %d allowed: %w", n, maxLabelBytes, errdefs.ErrInvalidArgument)
+	}
+	if cp := r.GetCheckpoint(); cp != "" {
+		if err := runtime.ValidateID(cp); err != nil {
+			return fmt.Errorf("checkpoint name: %w", err)
+		}
+	}
+	if err := absoluteDir("checkpointDir", r.GetCheckpointDir()); err != nil {
+		return err
+	}
+	return nil
+}
+
+// absoluteDir rejects a relative directory: it would be resolved against
+// the daemon's working directory.
+func absoluteDir(field, dir string) error {
+	if dir != "" && !filepath.IsAbs(dir) {
+		return fmt.Errorf("%s %q is not an absolute path: %w", field, dir, errdefs.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // createRequest converts the request field by field (compat doc 2.3).

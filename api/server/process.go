@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/evjournal/containerd/api"
+	"github.com/evjournal/containerd/api/errdefs"
 	"github.com/evjournal/containerd/api/types"
 )
 
@@ -31,5 +33,21 @@ func validateAddProcess(r *types.AddProcessRequest) error {
 	case r.GetUser() == nil:
 		return errNoUser
 	}
+	for _, list := range []struct {
+		name string
+		vals []string
+	}{{"args", r.GetArgs()}, {"env", r.GetEnv()}} {
+		for i, v := range list.vals {
+			if len(v) > maxArgLen {
+				return fmt.Errorf("%s[%d]: %d bytes, more than the kernel accepts (%d): %w",
+					list.name, i, len(v), maxArgLen, errdefs.ErrInvalidArgument)
+			}
+		}
+	}
 	return nil
 }
+
+// maxArgLen is the kernel's limit on one argument or environment string
+// (MAX_ARG_STRLEN): execve fails with E2BIG beyond it, after the runtime
+// has already reported the process started.
+const maxArgLen = 32 * 4096

@@ -100,7 +100,7 @@ func TestCtr(t *testing.T) {
 
 	// update: the limit reaches the cgroup.
 	const limit = 40 << 20
-	ctrOK(t, d, "containers", "update", id, "--memory-limit", strconv.Itoa(limit))
+	ctrOK(t, d, "containers", "update", "--memory-limit", strconv.Itoa(limit), id)
 	if got := readTrim(t, memoryCgroupFile(t, initPid(t, d, id), "memory.limit_in_bytes")); got != strconv.Itoa(limit) {
 		t.Fatalf("memory.limit_in_bytes = %s after ctr update, want %d", got, limit)
 	}
@@ -155,7 +155,7 @@ func TestCtrErrors(t *testing.T) {
 		{[]string{"containers", "start"}, "[ctr] container id cannot be empty"},
 		{[]string{"containers", "start", "x"}, "[ctr] bundle path cannot be empty"},
 		{[]string{"containers", "start", "x", missing}, "open " + missing + "/config.json: no such file or directory"},
-		{[]string{"containers", "start", id, missing}, "no such file or directory"},
+		{[]string{"containers", "start", id, missing}, "file exists"}, // the id is checked first
 		{[]string{"containers", "start", "../x", missing}, "invalid id"},
 		{[]string{"containers", "kill", "no-such"}, "containerd: container not found"},
 		{[]string{"containers", "kill", "--pid", "nope", id}, "containerd: process not found for container"},
@@ -168,7 +168,10 @@ func TestCtrErrors(t *testing.T) {
 		{[]string{"containers", "exec", "--id", id, "--pid", "p"}, "[ctr] process args cannot be empty"},
 		{[]string{"containers", "exec", "--id", id, "--pid", "init", "--", "/testinit"}, "file exists"},
 		{[]string{"containers", "exec", "--id", id, "--pid", "p", "--attach", "--", "/no/such/binary"}, "oci runtime error: "},
-		{[]string{"containers", "update", id, "--memory-limit", "lots"}, `[ctr] --memory-limit "lots": not a number`},
+		{[]string{"containers", "update", "--memory-limit", "lots", id}, `[ctr] --memory-limit "lots": not a number`},
+		// A flag after the id would be ignored: ctr refuses instead.
+		{[]string{"containers", "update", id, "--memory-limit", "1000000"}, "[ctr] unexpected arguments after the container id"},
+		{[]string{"containers", "kill", id, "-s", "9"}, "[ctr] unexpected arguments after the container id"},
 		{[]string{"containers", "list", "--format", "yaml"}, `[ctr] --format "yaml"`},
 		{[]string{"checkpoints", "list", "no-such"}, "no such containers"},
 		{[]string{"events", "--since", "yesterday"}, `[ctr] --since "yesterday"`},

@@ -71,18 +71,18 @@ func TestCreateStateSignal(t *testing.T) {
 	if c.Status != "running" || c.BundlePath != b.Path || !slices.Equal(c.Labels, []string{"a=1", "b"}) {
 		t.Fatalf("State: status %q bundlePath %q labels %q, want running, %q, [a=1 b]", c.Status, c.BundlePath, c.Labels, b.Path)
 	}
-	init := process(c, "init")
-	if init == nil || init.SystemPid == 0 || len(c.Processes) != 1 {
+	initProc := process(c, "init")
+	if initProc == nil || initProc.SystemPid == 0 || len(c.Processes) != 1 {
 		t.Fatalf("State processes: %+v, want one init with a systemPid", c.Processes)
 	}
-	if len(c.Pids) == 0 || c.Pids[0] != init.SystemPid {
-		t.Fatalf("State pids %v, want pids[0] = init's host pid %d", c.Pids, init.SystemPid)
+	if len(c.Pids) == 0 || c.Pids[0] != initProc.SystemPid {
+		t.Fatalf("State pids %v, want pids[0] = init's host pid %d", c.Pids, initProc.SystemPid)
 	}
-	if !alive(int(init.SystemPid)) || cmdline(int(init.SystemPid)) != "/testinit sleep forever" {
-		t.Fatalf("init host pid %d: alive %v, cmdline %q", init.SystemPid, alive(int(init.SystemPid)), cmdline(int(init.SystemPid)))
+	if !alive(int(initProc.SystemPid)) || cmdline(int(initProc.SystemPid)) != "/testinit sleep forever" {
+		t.Fatalf("init host pid %d: alive %v, cmdline %q", initProc.SystemPid, alive(int(initProc.SystemPid)), cmdline(int(initProc.SystemPid)))
 	}
-	if !slices.Equal(init.Args, b.Spec.Process.Args) || init.Cwd != "/" || init.Stdout != "/dev/null" {
-		t.Fatalf("init process: args %q cwd %q stdout %q", init.Args, init.Cwd, init.Stdout)
+	if !slices.Equal(initProc.Args, b.Spec.Process.Args) || initProc.Cwd != "/" || initProc.Stdout != "/dev/null" {
+		t.Fatalf("init process: args %q cwd %q stdout %q", initProc.Args, initProc.Cwd, initProc.Stdout)
 	}
 	all, err := d.Client.State(ctxT(t), &types.StateRequest{})
 	if err != nil || len(all.Containers) != 1 || all.Machine.GetCpus() == 0 || all.Machine.GetMemory() == 0 {

@@ -143,3 +143,30 @@ func copyFile(src, dst string, mode os.FileMode) error {
 	}
 	return out.Close()
 }
+
+// SharedBundle makes <env>/bundles/<name> holding only a config.json whose
+// root is rootfs (an absolute path, shared by many bundles): the cheap way
+// to give every container its own arguments.
+func (e *Env) SharedBundle(rootfs, name string, opts ...BundleOption) (string, error) {
+	dir := e.Path("bundles", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	spec := fixture.DefaultSpec()
+	spec.Root.Path = rootfs
+	for _, o := range opts {
+		if err := o(dir, spec); err != nil {
+			return "", err
+		}
+	}
+	return dir, WriteSpec(dir, spec)
+}
+
+// Mount adds a bind mount whose target already exists in the rootfs.
+func Mount(src, dst string) BundleOption {
+	return func(_ string, s *specs.Spec) error {
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: dst, Type: "bind", Source: src,
+			Options: []string{"rbind", "rw"}})
+		return nil
+	}
+}

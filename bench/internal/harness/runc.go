@@ -16,11 +16,21 @@ type Runc struct {
 	Root string
 }
 
+// run runs runc with its output in a temp file, not a pipe: `runc create`
+// hands its stdio to the container, and a pipe would then stay open (and
+// the wait for runc hang) for the container's whole life.
 func (r Runc) run(ctx context.Context, args ...string) error {
-	cmd := exec.CommandContext(ctx, r.Bin, append([]string{"--root", r.Root}, args...)...)
-	out, err := cmd.CombinedOutput()
+	out, err := os.CreateTemp("", "runc-out-")
 	if err != nil {
-		return fmt.Errorf("runc %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return err
+	}
+	defer os.Remove(out.Name())
+	defer out.Close()
+	cmd := exec.CommandContext(ctx, r.Bin, append([]string{"--root", r.Root}, args...)...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		msg, _ := os.ReadFile(out.Name())
+		return fmt.Errorf("runc %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(msg)))
 	}
 	return nil
 }
@@ -46,7 +56,9 @@ func (r Runc) Run(ctx context.Context, id, bundle, pidFile string) error {
 func (r Runc) Resume(ctx context.Context, id string) error { return r.run(ctx, "resume", id) }
 
 // DeleteForce is `runc delete --force ID`.
-func (r Runc) DeleteForce(id string) error { return r.run(context.Background(), "delete", "--force", id) }
+func (r Runc) DeleteForce(id string) error {
+	return r.run(context.Background(), "delete", "--force", id)
+}
 
 // IDs lists the containers of the root (its directories).
 func (r Runc) IDs() []string {
@@ -78,3 +90,6 @@ func (r Runc) DeleteAll() {
 	}
 	wg.Wait()
 }
+
+// List is `runc list` (the cost of asking runc about every container).
+func (r Runc) List() error { return r.run(context.Background(), "list", "-q") }

@@ -1,0 +1,137 @@
+// Command bench measures the daemon side by side with bare runc and writes
+// bench/RESULTS.md (see `make bench`). Every timing is taken in the same
+// run as its floor, interleaved with it, and reported as a ratio; absolute
+// times on a shared 2-core machine are noise.
+//
+//	go run ./bench/cmd/bench [-out bench/RESULTS.md] [-dir /dev/shm] [-only start,exit,...] [-quick]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/evjournal/containerd/bench/internal/harness"
+)
+
+// config holds the sizes of every group; -quick shrinks them for a smoke run.
+type config struct {
+	seqN        int // sequential starts per side
+	concN       int // containers per concurrent round
+	concRounds  int // concurrent rounds per side
+	exits       int // exits timed through the daemon
+	exitFloors  int // exits timed on bare runc
+	restoreN    int // live containers at the daemon's SIGKILL
+	appendTime  time.Duration
+	journalN    int // events of the replay journal
+	fanoutSubs  int
+	fanoutPhase time.Duration
+}
+
+var full = config{seqN: 50, concN: 100, concRounds: 5, exits: 500, exitFloors: 100, restoreN: 500,
+	appendTime: 2 * time.Second, journalN: 1_000_000, fanoutSubs: 100, fanoutPhase: 8 * time.Second}
+
+var quick = config{seqN: 10, concN: 20, concRounds: 1, exits: 40, exitFloors: 10, restoreN: 50,
+	appendTime: 500 * time.Millisecond, journalN: 100_000, fanoutSubs: 100, fanoutPhase: 3 * time.Second}
+
+// bench is one run: its environment, sizes and figures.
+type bench struct {
+	env *harness.Env
+	cfg config
+	rep *harness.Report
+}
+
+type group struct {
+	name string
+	run  func(*bench) error
+}
+
+var groups = []group{
+	{"start", (*bench).start},      // start ratios, then shim/daemon memory and restore on the same daemon
+	{"exit", (*bench).exitLatency}, // exit event latency
+	{"journal", (*bench).journal},  // append and replay through the journal package
+	{"fanout", (*bench).fanout},    // 100 subscribers and the loop's latency
+}
+
+func main() {
+	out := flag.String("out", "", "write the results table to this file (e.g. bench/RESULTS.md)")
+	dir := flag.String("dir", "/dev/shm", "parent of the run's directory: daemon state dirs and runc roots (tmpfs, like /run)")
+	only := flag.String("only", "", "comma-separated groups to run (start, exit, journal, fanout); default all")
+	quickFlag := flag.Bool("quick", false, "small sizes, for a smoke run (figures not comparable)")
+	flag.Parse()
+	os.Exit(run(*out, *dir, *only, *quickFlag))
+}
+
+func run(out, dir, only string, quickRun bool) int {
+	start := time.Now()
+	env, err := harness.NewEnv(dir, "ctrd-bench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	stopSignals := cleanupOnSignal(env)
+	defer stopSignals()
+	b := &bench{env: env, cfg: full, rep: &harness.Report{Out: os.Stdout}}
+	if quickRun {
+		b.cfg = quick
+	}
+	failed := 0
+	for _, g := range groups {
+		if only != "" && !contains(strings.Split(only, ","), g.name) {
+			continue
+		}
+		t0 := time.Now()
+		if err := g.run(b); err != nil {
+			failed++
+			fmt.Fprintf(os.Stderr, "bench: %s: %v\n", g.name, err)
+		}
+		fmt.Fprintf(os.Stderr, "bench: group %s took %s\n", g.name, time.Since(t0).Round(time.Millisecond))
+	}
+	if leaks := env.Close(); len(leaks) > 0 {
+		failed++
+		fmt.Fprintf(os.Stderr, "bench: processes left behind (killed):\n  %s\n", strings.Join(leaks, "\n  "))
+	}
+	took := time.Since(start)
+	fmt.Fprintf(os.Stderr, "bench: total %s\n", took.Round(time.Second))
+	if out != "" {
+		if err := writeResults(out, b, took, quickRun); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			failed++
+		}
+	}
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+// cleanupOnSignal tears the environment down on SIGINT/SIGTERM, so an
+// interrupted run leaves no container, shim or daemon behind.
+func cleanupOnSignal(env *harness.Env) func() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			fmt.Fprintf(os.Stderr, "bench: %v: cleaning up\n", sig)
+			env.Close()
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+	return func() { signal.Stop(ch); close(done) }
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if strings.TrimSpace(y) == x {
+			return true
+		}
+	}
+	return false
+}

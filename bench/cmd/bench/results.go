@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	goruntime "runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/evjournal/containerd/bench/internal/harness"
+)
+
+// writeResults writes the table of figures with the facts of the machine.
+func writeResults(path string, b *bench, took time.Duration, quickRun bool) error {
+	var sb strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&sb, format, args...) }
+	w("# Benchmark results\n\n")
+	w("Written by `make bench` (`go run ./bench/cmd/bench -out bench/RESULTS.md`); how each figure is\n")
+	w("measured and what limits it: `bench/README.md`. Every timing was taken in this run, interleaved\n")
+	w("with its floor (bare runc on the same bundle, or the raw file operation), so compare ratios, not\n")
+	w("absolute times: the machine is shared and small.\n\n")
+	if quickRun {
+		w("**Quick run (-quick): reduced sizes, figures not comparable with the targets.**\n\n")
+	}
+	w("| | |\n| --- | --- |\n")
+	w("| date | %s |\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	w("| machine | %s |\n", machine())
+	w("| kernel | %s |\n", kernel())
+	w("| runc | %s |\n", runcVersion(b.env.Bins.Runc))
+	w("| Go | %s |\n", goruntime.Version())
+	w("| daemon state dirs, runc roots | %s (tmpfs, as /run in production) |\n", fsName(b.env.Dir))
+	w("| journal files (journal_* and replay_*) | %s |\n", fsName(os.TempDir()))
+	w("| run time | %s |\n\n", took.Round(time.Second))
+	w("| figure | value | unit | target | value ÷ target | met | floor, same run | notes |\n")
+	w("| --- | ---: | --- | --- | ---: | --- | --- | --- |\n")
+	for _, f := range b.rep.Figures {
+		if isDetail(f.Name) {
+			continue
+		}
+		target, ratio, met := "—", "—", "—"
+		if f.HasGoal() {
+			target = f.Target
+			ratio = fmt.Sprintf("%.2f", f.Value/f.Goal)
+			met = map[bool]string{true: "yes", false: "**no**"}[f.Met()]
+		}
+		w("| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", f.Name, harness.Num(f.Value), f.Unit, target, ratio, met,
+			orDash(f.Floor), orDash(f.Note))
+	}
+	w("\nSupporting lines printed by the run:\n\n```\n")
+	for _, f := range b.rep.Figures {
+		if isDetail(f.Name) {
+			w("%s %s %s\n", f.Name, harness.Num(f.Value), f.Unit)
+		}
+	}
+	w("```\n")
+	return os.WriteFile(path, []byte(sb.String()), 0o644)
+}
+
+// isDetail tells the supporting lines from the figures the issue names
+// (those carry a floor or a note).
+func isDetail(name string) bool {
+	for _, f := range []string{"start_ratio_vs_runc", "concurrent_start_ratio_vs_runc", "exit_event_p50_ms", "exit_event_p99_ms",
+		"shim_rss_median_kib", "shim_pss_median_kib", "daemon_rss_100_mib", "restore_500_s", "journal_append_per_s_always",
+		"journal_append_per_s_batch", "journal_append_per_s_none", "replay_last100_of_1m_ms", "replay_full_1m_s",
+		"replay_last100_of_1m_grpc_ms", "fanout_100_subscribers_events_per_s", "fanout_loop_task_latency_p99_ms"} {
+		if f == name {
+			return false
+		}
+	}
+	return true
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return strings.ReplaceAll(s, "|", "\\|")
+}
+
+func machine() string {
+	model := "unknown CPU"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	mem := ""
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		mem = fmt.Sprintf(", %.1f GiB RAM", float64(si.Totalram)*float64(si.Unit)/(1<<30))
+	}
+	return fmt.Sprintf("%d CPUs (%s)%s", goruntime.NumCPU(), model, mem)
+}
+
+func kernel() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Sysname[:]) + " " + unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Machine[:])
+}
+
+func runcVersion(bin string) string {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.Join(lines, ", ") + " (bin/runc, built from go.mod)"
+}
