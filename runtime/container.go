@@ -221,3 +221,20 @@ func (c *Container) RemoveProcess(pid string) error {
 	}
 	return nil
 }
+
+// startedFile marks a container whose start-container event is journaled.
+const startedFile = "started"
+
+// MarkStarted records that the container's start was published, so that a
+// restarted daemon can tell a running container from a create that a crash
+// interrupted (which no client was ever told about).
+func (c *Container) MarkStarted() error {
+	stamp := []byte(time.Now().UTC().Format(time.RFC3339Nano))
+	if err := writeFileAtomic(filepath.Join(c.Dir(), startedFile), stamp, 0o600); err != nil {
+		return fmt.Errorf("container %q: mark started: %w", c.rec.ID, err)
+	}
+	return nil
+}
+
+// Started reports whether MarkStarted was done (by any daemon run).
+func (c *Container) Started() bool { return exists(filepath.Join(c.Dir(), startedFile)) }

@@ -156,7 +156,10 @@ func (s *Supervisor) finishCreate(e *entry, c Container, p Process, err error, d
 		s.log.WithError(err).WithField("container", e.id).Error("cannot monitor init; reconcile will find its exit")
 	}
 	info := e.info()
-	s.afterCommit(func() { done(info, nil) })
+	s.afterCommit(func() {
+		done(info, nil)
+		s.enqueue(e.id, step{name: "mark-started", retry: true, work: func(context.Context) error { return c.MarkStarted() }})
+	})
 }
 
 // errNotRunning wraps the not-running error with the container id.

@@ -40,6 +40,7 @@ type fakeContainer struct {
 	procs       map[string]*fakeProcess
 	retiredFlag bool
 	deleted     bool
+	started     bool
 }
 
 type fakeProcess struct {
@@ -184,6 +185,19 @@ func (c *fakeContainer) Checkpoint(context.Context, string, runtime.CheckpointOp
 }
 func (c *fakeContainer) Checkpoints(string) ([]runtime.Checkpoint, error) { return nil, nil }
 func (c *fakeContainer) DeleteCheckpoint(string, string) error            { return nil }
+
+func (c *fakeContainer) MarkStarted() error {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	c.started = true
+	return nil
+}
+
+func (c *fakeContainer) Started() bool {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	return c.started
+}
 
 func (c *fakeContainer) Retire() error {
 	c.rt.mu.Lock()
@@ -358,4 +372,10 @@ func (c *fakeContainer) proc(id string) *fakeProcess {
 	c.rt.mu.Lock()
 	defer c.rt.mu.Unlock()
 	return c.procs[id]
+}
+
+func (c *fakeContainer) isDeleted() bool {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	return c.deleted
 }

@@ -23,7 +23,7 @@ const restoreTimeout = 10 * time.Second
 // every step that follows is idempotent, so a crash at any point of restore
 // neither loses nor repeats an exit.
 func (s *Supervisor) restore(ctx context.Context) error {
-	published := s.publishedExits()
+	published, started := s.journalIndex()
 	ids, err := s.rt.ListIDs(s.cfg.StateDir)
 	if err != nil {
 		return fmt.Errorf("list state dir: %w", err)
@@ -42,6 +42,10 @@ func (s *Supervisor) restore(ctx context.Context) error {
 			aside++
 			continue
 		}
+		if !l.c.Started() && !started[exitKey(l.id, "init", l.c.Incarnation())] {
+			s.abandonCreate(l.c)
+			continue
+		}
 		s.adopt(l.c, published)
 	}
 	for _, c := range retired {
@@ -56,15 +60,20 @@ func (s *Supervisor) restore(ctx context.Context) error {
 	return nil
 }
 
-// publishedExits indexes the exit records of the journal.
-func (s *Supervisor) publishedExits() map[string]bool {
-	out := map[string]bool{}
+// journalIndex indexes the exit and start-container records of the journal
+// by container id, process id and incarnation.
+func (s *Supervisor) journalIndex() (exits, starts map[string]bool) {
+	exits, starts = map[string]bool{}, map[string]bool{}
 	for _, ev := range s.journal.After(0, "") {
-		if ev.Type == journal.TypeExit && ev.Incarnation != "" {
-			out[exitKey(ev.ID, ev.Pid, ev.Incarnation)] = true
+		switch {
+		case ev.Incarnation == "":
+		case ev.Type == journal.TypeExit:
+			exits[exitKey(ev.ID, ev.Pid, ev.Incarnation)] = true
+		case ev.Type == journal.TypeStartContainer:
+			starts[exitKey(ev.ID, "init", ev.Incarnation)] = true
 		}
 	}
-	return out
+	return exits, starts
 }
 
 func exitKey(id, pid, incarnation string) string { return id + "\x00" + pid + "\x00" + incarnation }
@@ -120,6 +129,16 @@ func (s *Supervisor) setAside(id string, cause error) {
 		return
 	}
 	log.Error("container state cannot be loaded; set aside under .aside/ for inspection")
+}
+
+// abandonCreate removes a container whose create a crash interrupted: its
+// start was never published, so no client knows it and no event is due.
+func (s *Supervisor) abandonCreate(c Container) {
+	s.log.WithField("container", c.ID()).Warn("restore: removing a container whose start was interrupted by a crash")
+	for _, p := range c.Processes() {
+		p.Close()
+	}
+	s.enqueue(c.ID(), step{name: "abandon-create", retry: true, work: c.Delete})
 }
 
 // adopt puts a loaded container back under the loop's care.

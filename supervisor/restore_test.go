@@ -146,3 +146,27 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+func TestRestoreRemovesInterruptedCreate(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	h := newHarness(t, rt, dir)
+	a := h.create("a")
+	h.expect("start-container a")
+	waitFor(t, a.Started)
+	must(t, h.s.Stop())
+	// A create the daemon never finished: a record, a process, no start.
+	half, err := rt.New(runtime.ContainerOpts{ID: "half"})
+	must(t, err)
+	_, err = half.Create(context.Background(), runtime.CreateOpts{})
+	must(t, err)
+	h2 := newHarness(t, rt, dir)
+	h2.create("b")
+	h2.expect("start-container a", "start-container b")
+	waitFor(t, func() bool { return half.(*fakeContainer).isDeleted() })
+	infos, err := h2.s.State(context.Background(), "")
+	must(t, err)
+	if len(infos) != 2 {
+		t.Fatalf("state lists %d containers, want a and b only", len(infos))
+	}
+}

@@ -46,6 +46,9 @@ type Container interface {
 	OOMCgroups() (v1Dir, v2Dir string)
 	Retire() error
 	Delete(ctx context.Context) error
+	// MarkStarted and Started record that start-container was published.
+	MarkStarted() error
+	Started() bool
 }
 
 // Process is one process (init or exec) of a container.
