@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -118,47 +116,13 @@ func execSpec(steps ...string) specs.ProcessSpec {
 	return *s
 }
 
-// noPidNS drops the pid namespace: init is then an ordinary process, which
-// dies of SIGTERM and does not take the execs with it when it dies.
-func noPidNS(s *specs.Spec) {
-	var ns []specs.LinuxNamespace
-	for _, n := range s.Linux.Namespaces {
-		if n.Type != "pid" {
-			ns = append(ns, n)
-		}
-	}
-	s.Linux.Namespaces = ns
-}
+// noPidNS drops the pid namespace (see fixture.NoPidNamespace).
+var noPidNS = fixture.NoPidNamespace()
 
-// fifo makes a FIFO in dir and opens it read-write, as v0.2 clients do.
-func fifo(t *testing.T, dir, name string) (string, *os.File) {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := unix.Mkfifo(path, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return path, f
-}
+func fifo(t *testing.T, dir, name string) (string, *os.File) { return fixture.Fifo(t, dir, name) }
 
-// readUntil reads f until its output contains want, bounded by waitLimit.
 func readUntil(t *testing.T, f *os.File, want string) string {
-	t.Helper()
-	f.SetReadDeadline(time.Now().Add(waitLimit))
-	var got []byte
-	buf := make([]byte, 4096)
-	for !strings.Contains(string(got), want) {
-		n, err := f.Read(buf)
-		got = append(got, buf[:n]...)
-		if err != nil {
-			t.Fatalf("reading output: %v; got %q, want it to contain %q", err, got, want)
-		}
-	}
-	return string(got)
+	return fixture.ReadUntil(t, f, want, waitLimit)
 }
 
 // dirEntries lists dir, for the "nothing left on disk" checks.

@@ -41,8 +41,15 @@ func (r *recorder) violation(format string, a ...any) {
 	r.bad = append(r.bad, fmt.Sprintf(format, a...))
 }
 
+// The fakes embed the interface they implement (as a nil value): a method
+// the supervisor adds later compiles at once and panics only if called, so
+// a change of the supervisor's interfaces never breaks the build here.
+
 // fakeRuntime creates containers that exist only in memory.
-type fakeRuntime struct{ rec *recorder }
+type fakeRuntime struct {
+	supervisor.Runtime
+	rec *recorder
+}
 
 func (f fakeRuntime) New(o runtime.ContainerOpts) (supervisor.Container, error) {
 	if err := runtime.ValidateID(o.ID); err != nil {
@@ -66,6 +73,7 @@ func (fakeRuntime) ListRunc(context.Context, string, []string) ([]runtime.RuncCo
 func (fakeRuntime) DeleteRunc(context.Context, string, []string, string) error { return nil }
 
 type fakeContainer struct {
+	supervisor.Container
 	rec   *recorder
 	opts  runtime.ContainerOpts
 	mu    sync.Mutex
@@ -131,9 +139,12 @@ func (c *fakeContainer) DeleteCheckpoint(dir, name string) error {
 }
 func (c *fakeContainer) OOMCgroups() (string, string) { return "", "" }
 func (c *fakeContainer) Retire() error                { return nil }
+func (c *fakeContainer) MarkStarted() error           { return nil }
+func (c *fakeContainer) Started() bool                { return true }
 func (c *fakeContainer) Delete(context.Context) error { return nil }
 
 type fakeProcess struct {
+	supervisor.Process
 	ctr   string
 	id    string
 	spec  specs.ProcessSpec

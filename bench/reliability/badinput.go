@@ -71,12 +71,13 @@ func (s *Suite) badInput() error {
 		return err
 	}
 	ctx := context.Background()
-	for _, id := range []string{"victim", "load0", "load1"} {
+	victim, load0, load1 := s.env.ID("victim"), s.env.ID("load0"), s.env.ID("load1")
+	for _, id := range []string{victim, load0, load1} {
 		if _, err := d.Client.CreateContainer(ctx, &types.CreateContainerRequest{Id: id, BundlePath: bundles["good"]}); err != nil {
 			return err
 		}
 	}
-	if _, err := d.Client.AddProcess(ctx, execReq("victim", "e1", "sleep", "forever")); err != nil {
+	if _, err := d.Client.AddProcess(ctx, execReq(victim, "e1", "sleep", "forever")); err != nil {
 		return err
 	}
 	before, err := snapshot(s.env, d)
@@ -84,11 +85,11 @@ func (s *Suite) badInput() error {
 		return err
 	}
 	pid := d.Pid()
-	table := badTable(bundles)
+	table := badTable(bundles, victim, s.env.ID)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, id := range []string{"load0", "load1"} {
+	for _, id := range []string{load0, load1} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -104,7 +105,7 @@ func (s *Suite) badInput() error {
 			}
 		}()
 	}
-	probes := probe(d, "victim", stop, &wg)
+	probes := probe(d, victim, stop, &wg)
 
 	calls, unexpected := 0, 0
 	rpcs := map[string]bool{}
@@ -167,7 +168,7 @@ func (s *Suite) badInput() error {
 		return err
 	}
 	for _, ev := range evs {
-		if ev.Seq > before.lastSeq && ev.Id != "load0" && ev.Id != "load1" {
+		if ev.Seq > before.lastSeq && ev.Id != load0 && ev.Id != load1 {
 			changed++
 			s.cfg.Logf("bad input journaled an event: %s %s %s %d", ev.Type, short(ev.Id), ev.Pid, ev.Status)
 		}
@@ -288,13 +289,13 @@ func execReq(id, pid string, steps ...string) *types.AddProcessRequest {
 }
 
 // badTable is the bad input of every RPC.
-func badTable(b map[string]string) []badCase {
+func badTable(b map[string]string, victim string, uniq func(string) string) []badCase {
 	var t []badCase
 	add := func(rpc, name string, want []codes.Code, call func(context.Context, types.APIClient) error) {
 		t = append(t, badCase{rpc: rpc, name: name, want: want, call: call})
 	}
 	seq := 0
-	fresh := func() string { seq++; return fmt.Sprintf("fresh-%d", seq) }
+	fresh := func() string { seq++; return uniq(fmt.Sprintf("fresh-%d", seq)) }
 	for _, id := range badIDs {
 		add("CreateContainer", "id "+short(id), invalid, func(ctx context.Context, c types.APIClient) error {
 			_, err := c.CreateContainer(ctx, &types.CreateContainerRequest{Id: id, BundlePath: b["good"]})
@@ -311,11 +312,11 @@ func badTable(b map[string]string) []badCase {
 	}
 	for _, rpc := range []string{"UpdateContainer", "Signal", "UpdateProcess", "AddProcess", "CreateCheckpoint",
 		"DeleteCheckpoint", "ListCheckpoint", "State", "Stats"} {
-		add(rpc, "unknown id", notFound, byID(rpc, "no-such-container", "init"))
+		add(rpc, "unknown id", notFound, byID(rpc, uniq("no-such-container"), "init"))
 	}
 	for _, rpc := range []string{"Signal", "UpdateProcess"} {
 		for _, pid := range []string{"", "no-such-pid", "../init", strings.Repeat("p", 1<<16)} {
-			add(rpc, "victim pid "+short(pid), lookup, byID(rpc, "victim", pid))
+			add(rpc, "victim pid "+short(pid), lookup, byID(rpc, victim, pid))
 		}
 	}
 	create := func(name string, want []codes.Code, r func() *types.CreateContainerRequest) {
@@ -325,7 +326,7 @@ func badTable(b map[string]string) []badCase {
 		})
 	}
 	create("duplicate id", exists, func() *types.CreateContainerRequest {
-		return &types.CreateContainerRequest{Id: "victim", BundlePath: b["good"]}
+		return &types.CreateContainerRequest{Id: victim, BundlePath: b["good"]}
 	})
 	create("empty bundle", invalid, func() *types.CreateContainerRequest { return &types.CreateContainerRequest{Id: fresh()} })
 	for _, name := range []string{"empty", "garbage", "noargs", "badexe", "noroot", "noprocess"} {
@@ -361,19 +362,19 @@ func badTable(b map[string]string) []badCase {
 			return err
 		})
 	}
-	upd("unknown status", invalid, &types.UpdateContainerRequest{Id: "victim", Status: "bogus"})
-	upd("memory limit > MaxInt64", invalid, &types.UpdateContainerRequest{Id: "victim", Resources: &types.UpdateResource{MemoryLimit: 1<<63 + 5}})
-	upd("pids limit 2^64-2", invalid, &types.UpdateContainerRequest{Id: "victim", Resources: &types.UpdateResource{PidsLimit: 1<<64 - 2}})
-	upd("cpuset garbage", failed, &types.UpdateContainerRequest{Id: "victim", Resources: &types.UpdateResource{CpusetCpus: "garbage-cpus"}})
-	upd("blkio device without device", failed, &types.UpdateContainerRequest{Id: "victim", Resources: &types.UpdateResource{
+	upd("unknown status", invalid, &types.UpdateContainerRequest{Id: victim, Status: "bogus"})
+	upd("memory limit > MaxInt64", invalid, &types.UpdateContainerRequest{Id: victim, Resources: &types.UpdateResource{MemoryLimit: 1<<63 + 5}})
+	upd("pids limit 2^64-2", invalid, &types.UpdateContainerRequest{Id: victim, Resources: &types.UpdateResource{PidsLimit: 1<<64 - 2}})
+	upd("cpuset garbage", failed, &types.UpdateContainerRequest{Id: victim, Resources: &types.UpdateResource{CpusetCpus: "garbage-cpus"}})
+	upd("blkio device without device", failed, &types.UpdateContainerRequest{Id: victim, Resources: &types.UpdateResource{
 		BlkioThrottleReadBpsDevice: []*types.ThrottleDevice{{Rate: 1}}}})
 
 	add("Signal", "signal 999", invalid, func(ctx context.Context, c types.APIClient) error {
-		_, err := c.Signal(ctx, &types.SignalRequest{Id: "victim", Pid: "init", Signal: 999})
+		_, err := c.Signal(ctx, &types.SignalRequest{Id: victim, Pid: "init", Signal: 999})
 		return err
 	})
 	add("Signal", "signal 65", invalid, func(ctx context.Context, c types.APIClient) error {
-		_, err := c.Signal(ctx, &types.SignalRequest{Id: "victim", Pid: "init", Signal: 65})
+		_, err := c.Signal(ctx, &types.SignalRequest{Id: victim, Pid: "init", Signal: 65})
 		return err
 	})
 
@@ -384,37 +385,37 @@ func badTable(b map[string]string) []badCase {
 		})
 	}
 	for _, pid := range []string{"", ".", "..", "../e", "a/b", ".hidden", strings.Repeat("p", 77)} {
-		exec("pid "+short(pid), invalid, func() *types.AddProcessRequest { return execReq("victim", pid, "sleep", "forever") })
+		exec("pid "+short(pid), invalid, func() *types.AddProcessRequest { return execReq(victim, pid, "sleep", "forever") })
 	}
-	exec("pid init", exists, func() *types.AddProcessRequest { return execReq("victim", "init", "sleep", "forever") })
-	exec("duplicate pid", exists, func() *types.AddProcessRequest { return execReq("victim", "e1", "sleep", "forever") })
+	exec("pid init", exists, func() *types.AddProcessRequest { return execReq(victim, "init", "sleep", "forever") })
+	exec("duplicate pid", exists, func() *types.AddProcessRequest { return execReq(victim, "e1", "sleep", "forever") })
 	exec("no user", invalid, func() *types.AddProcessRequest {
-		r := execReq("victim", fresh(), "sleep", "forever")
+		r := execReq(victim, fresh(), "sleep", "forever")
 		r.User = nil
 		return r
 	})
 	exec("no args", failed, func() *types.AddProcessRequest {
-		r := execReq("victim", fresh())
+		r := execReq(victim, fresh())
 		r.Args = nil
 		return r
 	})
 	exec("missing executable", failed, func() *types.AddProcessRequest {
-		r := execReq("victim", fresh())
+		r := execReq(victim, fresh())
 		r.Args = []string{"/nonexistent"}
 		return r
 	})
 	exec("relative cwd", failed, func() *types.AddProcessRequest {
-		r := execReq("victim", fresh(), "sleep", "forever")
+		r := execReq(victim, fresh(), "sleep", "forever")
 		r.Cwd = "relative/dir"
 		return r
 	})
 	exec("bogus rlimit", failed, func() *types.AddProcessRequest {
-		r := execReq("victim", fresh(), "sleep", "forever")
+		r := execReq(victim, fresh(), "sleep", "forever")
 		r.Rlimits = []*types.Rlimit{{Type: "RLIMIT_BOGUS", Soft: 1, Hard: 1}}
 		return r
 	})
 	exec("missing stdin", failed, func() *types.AddProcessRequest {
-		r := execReq("victim", fresh(), "sleep", "forever")
+		r := execReq(victim, fresh(), "sleep", "forever")
 		r.Stdin = "/nonexistent/stdin"
 		return r
 	})
@@ -425,22 +426,22 @@ func badTable(b map[string]string) []badCase {
 			return err
 		})
 	}
-	ckpt("no checkpoint", invalid, &types.CreateCheckpointRequest{Id: "victim"})
-	ckpt("empty name", invalid, &types.CreateCheckpointRequest{Id: "victim", Checkpoint: &types.Checkpoint{}})
-	ckpt("name ../x", invalid, &types.CreateCheckpointRequest{Id: "victim", Checkpoint: &types.Checkpoint{Name: "../x"}})
-	ckpt("name a/b", invalid, &types.CreateCheckpointRequest{Id: "victim", Checkpoint: &types.Checkpoint{Name: "a/b"}})
+	ckpt("no checkpoint", invalid, &types.CreateCheckpointRequest{Id: victim})
+	ckpt("empty name", invalid, &types.CreateCheckpointRequest{Id: victim, Checkpoint: &types.Checkpoint{}})
+	ckpt("name ../x", invalid, &types.CreateCheckpointRequest{Id: victim, Checkpoint: &types.Checkpoint{Name: "../x"}})
+	ckpt("name a/b", invalid, &types.CreateCheckpointRequest{Id: victim, Checkpoint: &types.Checkpoint{Name: "a/b"}})
 	for _, name := range []string{"", "../x", "no-such-checkpoint", strings.Repeat("n", 1<<16)} {
 		want := failed
 		if name == "no-such-checkpoint" {
 			want = anyAnswer // v0.2: deleting what is not there succeeds
 		}
 		add("DeleteCheckpoint", "name "+short(name), want, func(ctx context.Context, c types.APIClient) error {
-			_, err := c.DeleteCheckpoint(ctx, &types.DeleteCheckpointRequest{Id: "victim", Name: name})
+			_, err := c.DeleteCheckpoint(ctx, &types.DeleteCheckpointRequest{Id: victim, Name: name})
 			return err
 		})
 	}
 	add("ListCheckpoint", "missing dir", anyAnswer, func(ctx context.Context, c types.APIClient) error {
-		_, err := c.ListCheckpoint(ctx, &types.ListCheckpointRequest{Id: "victim", CheckpointDir: "/nonexistent/dir"})
+		_, err := c.ListCheckpoint(ctx, &types.ListCheckpointRequest{Id: victim, CheckpointDir: "/nonexistent/dir"})
 		return err
 	})
 

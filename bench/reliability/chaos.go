@@ -231,7 +231,7 @@ func (c *chaosRun) steps() ([]string, map[uint32]bool) {
 func (c *chaosRun) start(cl types.APIClient) {
 	c.mu.Lock()
 	c.nextID++
-	id := fmt.Sprintf("ch%d", c.nextID)
+	id := c.s.env.ID(fmt.Sprintf("ch%d", c.nextID))
 	c.mu.Unlock()
 	steps, allowed := c.steps()
 	bundle, err := c.s.env.SharedBundle(c.rootfs, filepath.Join("chaos", id), harness.Args(steps...))

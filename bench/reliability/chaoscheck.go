@@ -52,7 +52,9 @@ func (c *chaosRun) read() (view, error) {
 	for _, x := range st.GetContainers() {
 		v.listedCtr[x.Id] = true
 		for _, p := range x.GetProcesses() {
-			v.listed[procKey{x.Id, p.Pid}] = int(p.SystemPid)
+			if p.Pid != "init" {
+				v.listed[procKey{x.Id, p.Pid}] = int(p.SystemPid)
+			}
 		}
 	}
 	return v, nil

@@ -189,10 +189,10 @@ func (f *faults) appendAfterCut(w written) error {
 		return err
 	}
 	ctx := context.Background()
-	if _, err := f.d.Client.CreateContainer(ctx, &types.CreateContainerRequest{Id: "after-cut", BundlePath: bundle}); err != nil {
+	if _, err := f.d.Client.CreateContainer(ctx, &types.CreateContainerRequest{Id: f.s.env.ID("after-cut"), BundlePath: bundle}); err != nil {
 		return err
 	}
-	defer killAndWait(f.d, "after-cut")
+	defer killAndWait(f.d, f.s.env.ID("after-cut"))
 	got, err := harness.StoredEvents(ctx, f.d.Client)
 	if err != nil {
 		return err
@@ -345,7 +345,7 @@ func (s *Suite) compactionKills() error {
 		return err
 	}
 	ctx := context.Background()
-	ids := []string{"cp0", "cp1", "cp2"}
+	ids := []string{s.env.ID("cp0"), s.env.ID("cp1"), s.env.ID("cp2")}
 	for _, id := range ids {
 		if _, err := d.Client.CreateContainer(ctx, &types.CreateContainerRequest{Id: id, BundlePath: bundle}); err != nil {
 			return err

@@ -94,7 +94,7 @@ func (s *Suite) leaks() error {
 		}
 	}
 	run := func(prefix string, n int) error {
-		_, err := parallel(n, s.cfg.LeakParallel, func(i int) error { return cycle(fmt.Sprintf("%s-%d", prefix, i)) })
+		_, err := parallel(n, s.cfg.LeakParallel, func(i int) error { return cycle(s.env.ID(fmt.Sprintf("%s-%d", prefix, i))) })
 		return err
 	}
 	if err := run("warm", 20); err != nil {

@@ -38,7 +38,7 @@ func (s *Suite) slowSubscriber() error {
 		return err
 	}
 	ctx := context.Background()
-	ids := []string{"ss0", "ss1", "ss2", "ss3"}
+	ids := []string{s.env.ID("ss0"), s.env.ID("ss1"), s.env.ID("ss2"), s.env.ID("ss3")}
 	for _, id := range ids {
 		if _, err := d.Client.CreateContainer(ctx, &types.CreateContainerRequest{Id: id, BundlePath: bundle}); err != nil {
 			return err
@@ -93,7 +93,7 @@ func (s *Suite) slowSubscriber() error {
 	phase := 3 * time.Second
 	stopA := make(chan struct{})
 	var wgA sync.WaitGroup
-	baseline := probe(d, "ss0", stopA, &wgA)
+	baseline := probe(d, ids[0], stopA, &wgA)
 	time.Sleep(phase)
 	close(stopA)
 	wgA.Wait()
@@ -113,7 +113,7 @@ func (s *Suite) slowSubscriber() error {
 	}
 	stopB := make(chan struct{})
 	var wgB sync.WaitGroup
-	loaded := probe(d, "ss0", stopB, &wgB)
+	loaded := probe(d, ids[0], stopB, &wgB)
 	t0 := time.Now()
 	cut := false
 	for time.Since(t0) < s.cfg.SlowSubTimeout {

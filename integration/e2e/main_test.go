@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -284,13 +283,7 @@ func readTrim(t *testing.T, path string) string {
 // its init (not a pid 1) dies of SIGTERM.
 func noPidNamespace(t *testing.T, b *fixture.Bundle) {
 	t.Helper()
-	var keep = b.Spec.Linux.Namespaces[:0]
-	for _, ns := range b.Spec.Linux.Namespaces {
-		if ns.Type != "pid" {
-			keep = append(keep, ns)
-		}
-	}
-	b.Spec.Linux.Namespaces = keep
+	fixture.NoPidNamespace()(b.Spec)
 	b.Write(t)
 }
 
@@ -443,40 +436,8 @@ func ctrOK(t *testing.T, d *fixture.Daemon, args ...string) string {
 
 // ---- FIFOs ----
 
-// fifo makes a FIFO in dir and opens it read-write (a client of the v0.2
-// API does this before CreateContainer, so that neither side blocks).
-func fifo(t *testing.T, dir, name string) (string, *os.File) {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return path, f
-}
+func fifo(t *testing.T, dir, name string) (string, *os.File) { return fixture.Fifo(t, dir, name) }
 
-// readUntil reads r until the text read so far contains want, bounded.
 func readUntil(t *testing.T, f *os.File, want string) string {
-	t.Helper()
-	deadline := time.Now().Add(eventWait)
-	if err := f.SetReadDeadline(deadline); err != nil {
-		t.Fatalf("set read deadline on %s: %v", f.Name(), err)
-	}
-	var got strings.Builder
-	buf := make([]byte, 4096)
-	for !strings.Contains(got.String(), want) {
-		n, err := f.Read(buf)
-		got.Write(buf[:n])
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) || err == io.EOF {
-				t.Fatalf("read %s: no %q within %s, got %q (%v)", f.Name(), want, eventWait, got.String(), err)
-			}
-			t.Fatalf("read %s: %v (got %q)", f.Name(), err, got.String())
-		}
-	}
-	return got.String()
+	return fixture.ReadUntil(t, f, want, eventWait)
 }

@@ -52,7 +52,7 @@ func (b *bench) exitLatency() error {
 	every := max(1, n/floors)
 	var lat, floor []float64
 	for i := 0; i < warm+n; i++ {
-		l, err := x.daemonExit(ctx, fmt.Sprintf("exit-%d", i))
+		l, err := x.daemonExit(ctx, b.env.ID(fmt.Sprintf("exit-%d", i)))
 		if err != nil {
 			return err
 		}
@@ -60,7 +60,7 @@ func (b *bench) exitLatency() error {
 			lat = append(lat, l)
 		}
 		if i >= warm && (i-warm)%every == 0 && len(floor) < floors {
-			f, err := x.runcExit(ctx, fmt.Sprintf("floor-%d", i))
+			f, err := x.runcExit(ctx, b.env.ID(fmt.Sprintf("floor-%d", i)))
 			if err != nil {
 				return fmt.Errorf("floor: %w", err)
 			}

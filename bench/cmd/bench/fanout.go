@@ -32,7 +32,7 @@ func (b *bench) fanout() error {
 	ctx := context.Background()
 	const containers = 4
 	for i := 0; i < containers; i++ {
-		if _, err := d.Client.CreateContainer(ctx, &types.CreateContainerRequest{Id: fmt.Sprintf("fan-%d", i), BundlePath: bundle}); err != nil {
+		if _, err := d.Client.CreateContainer(ctx, &types.CreateContainerRequest{Id: b.env.ID(fmt.Sprintf("fan-%d", i)), BundlePath: bundle}); err != nil {
 			return err
 		}
 	}
@@ -45,7 +45,7 @@ func (b *bench) fanout() error {
 		defer conn.Close()
 		conns = append(conns, c)
 	}
-	f := &fanouter{d: d, conns: conns, containers: containers, phase: b.cfg.fanoutPhase}
+	f := &fanouter{d: d, conns: conns, containers: containers, phase: b.cfg.fanoutPhase, id: func(i int) string { return b.env.ID(fmt.Sprintf("fan-%d", i)) }}
 	var base, load []phaseResult
 	for round := 0; round < 2; round++ {
 		for _, subs := range []int{1, b.cfg.fanoutSubs} {
@@ -93,6 +93,7 @@ type fanouter struct {
 	conns      []types.APIClient
 	containers int
 	phase      time.Duration
+	id         func(i int) string // container i's id
 }
 
 type phaseResult struct {
@@ -145,7 +146,7 @@ func (f *fanouter) run(nsubs int) (phaseResult, error) {
 		if time.Now().After(deadline) {
 			return phaseResult{}, fmt.Errorf("subscribers not registered after 20 s")
 		}
-		if err := f.toggle(ctx, "fan-0"); err != nil {
+		if err := f.toggle(ctx, f.id(0)); err != nil {
 			return phaseResult{}, err
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -175,7 +176,7 @@ func (f *fanouter) run(nsubs int) (phaseResult, error) {
 					return
 				default:
 				}
-				if err := f.toggle(ctx, fmt.Sprintf("fan-%d", i)); err != nil {
+				if err := f.toggle(ctx, f.id(i)); err != nil {
 					genErr.Store(err)
 					return
 				}
@@ -194,7 +195,7 @@ func (f *fanouter) run(nsubs int) (phaseResult, error) {
 			case <-tick.C:
 			}
 			p0 := time.Now()
-			_, err := f.d.Client.Signal(ctx, &types.SignalRequest{Id: "fan-0", Pid: "init", Signal: 0})
+			_, err := f.d.Client.Signal(ctx, &types.SignalRequest{Id: f.id(0), Pid: "init", Signal: 0})
 			if err == nil {
 				probes = append(probes, ms(time.Since(p0)))
 			}

@@ -79,10 +79,10 @@ func (s *starter) sequential() error {
 	for i := 0; i < warm+n; i++ {
 		sides := []func() (time.Duration, error){
 			func() (time.Duration, error) {
-				return timed(func() error { return s.daemonStart(ctx, fmt.Sprintf("seq-d%d", i)) })
+				return timed(func() error { return s.daemonStart(ctx, s.b.env.ID(fmt.Sprintf("seq-d%d", i))) })
 			},
 			func() (time.Duration, error) {
-				return timed(func() error { return s.runcStart(ctx, fmt.Sprintf("seq-r%d", i)) })
+				return timed(func() error { return s.runcStart(ctx, s.b.env.ID(fmt.Sprintf("seq-r%d", i))) })
 			},
 		}
 		if i%2 == 1 {
@@ -135,7 +135,7 @@ func (s *starter) concurrent() error {
 			if side == "runc" {
 				start = s.runcStart
 			}
-			wall, err := together(n, func(i int) error { return start(ctx, fmt.Sprintf("conc%d-%s%d", k, side[:1], i)) })
+			wall, err := together(n, func(i int) error { return start(ctx, s.b.env.ID(fmt.Sprintf("conc%d-%s%d", k, side[:1], i))) })
 			if err != nil {
 				return fmt.Errorf("%s round %d: %w", side, k, err)
 			}
@@ -198,7 +198,7 @@ func (s *starter) restore() error {
 	n := s.b.cfg.restoreN
 	ctx := context.Background()
 	more := n - s.b.cfg.concN
-	if _, err := limited(more, 10, func(i int) error { return s.daemonStart(ctx, fmt.Sprintf("rest-%d", i)) }); err != nil {
+	if _, err := limited(more, 10, func(i int) error { return s.daemonStart(ctx, s.b.env.ID(fmt.Sprintf("rest-%d", i))) }); err != nil {
 		return err
 	}
 	if got := len(s.d.Runc().IDs()); got != n {

@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +20,9 @@ import (
 type Env struct {
 	Bins Bins
 	Dir  string
+	// Tag prefixes every container id of the run (see ID): runc names
+	// cgroups after ids, and other runs on the machine must not collide.
+	Tag string
 
 	mu       sync.Mutex
 	cleanups []func()
@@ -37,8 +42,15 @@ func NewEnv(parent, prefix string) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Bins: bins, Dir: dir}, nil
+	var b [3]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	return &Env{Bins: bins, Dir: dir, Tag: "b" + hex.EncodeToString(b[:])}, nil
 }
+
+// ID makes a container id unique to this run: "<tag>-<name>".
+func (e *Env) ID(name string) string { return e.Tag + "-" + name }
 
 // Defer registers f to run at Close (last registered, first run).
 func (e *Env) Defer(f func()) {
@@ -63,6 +75,7 @@ func (e *Env) Close() []string {
 		fs[i]()
 	}
 	leaks := fixture.Leaks(e.Dir)
+	leaks = append(leaks, e.killTagged()...)
 	os.RemoveAll(e.Dir)
 	return leaks
 }
