@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -76,25 +77,23 @@ func TestPassedFDsChecks(t *testing.T) {
 	}
 }
 
-// TestActivationHelper is run as a child by TestSocketActivation with fd 3
-// being a listening socket, as systemd passes it.
-func TestActivationHelper(t *testing.T) {
-	if os.Getenv("CTRD_ACTIVATION_HELPER") == "" {
-		t.Skip("helper for TestSocketActivation")
-	}
+// activationHelper is what the test binary does when TestSocketActivation
+// runs it as a child with fd 3 a listening socket, as systemd passes it:
+// accept one connection and answer "ok". It returns the exit code.
+func activationHelper() int {
 	ls, err := activationListeners(os.Getenv("CTRD_SPEC"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ls) != 1 {
-		t.Fatalf("%d listeners", len(ls))
+	if err != nil || len(ls) != 1 {
+		fmt.Fprintf(os.Stderr, "activation listeners: %d, %v\n", len(ls), err)
+		return 1
 	}
 	c, err := ls[0].Accept()
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, "accept:", err)
+		return 1
 	}
 	c.Write([]byte("ok"))
 	c.Close()
+	return 0
 }
 
 func TestSocketActivation(t *testing.T) {
@@ -110,7 +109,7 @@ func TestSocketActivation(t *testing.T) {
 			ul.SetUnlinkOnClose(false)
 			ul.Close()
 			// LISTEN_PID must be the child's pid: set it in a shell that then execs.
-			cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ exec "$0" -test.run '^TestActivationHelper$' -test.v`, os.Args[0])
+			cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ exec "$0"`, os.Args[0])
 			cmd.Env = append(os.Environ(), "LISTEN_FDS=1", "CTRD_ACTIVATION_HELPER=1", "CTRD_SPEC="+spec)
 			cmd.ExtraFiles = []*os.File{f}
 			var out strings.Builder
