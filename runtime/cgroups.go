@@ -206,3 +206,35 @@ func unescapeMount(s string) string {
 	}
 	return b.String()
 }
+
+// cgroupPids lists the processes of the container from its cgroup (pids
+// controller in v1, else the unified hierarchy), sub-cgroups included: what
+// `runc ps` reads, without a runc run per container (State lists every
+// container, and a restarted daemon's first State must be fast).
+func (c *Container) cgroupPids() ([]int, bool) {
+	v1, v2 := c.initCgroup("pids")
+	dir := v1
+	if dir == "" {
+		dir = v2
+	}
+	if dir == "" || !exists(filepath.Join(dir, "cgroup.procs")) {
+		return nil, false
+	}
+	var pids []int
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return nil
+	})
+	return pids, err == nil
+}

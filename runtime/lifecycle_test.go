@@ -2,9 +2,13 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -164,6 +168,20 @@ func TestStatsAndPids(t *testing.T) {
 	}
 	if len(pids) == 0 || !contains(pids, p.SystemPid()) {
 		t.Fatalf("Pids = %v, want it to hold init's pid %d", pids, p.SystemPid())
+	}
+	// Pids reads the cgroup itself; it must agree with `runc ps`.
+	out, err := exec.Command(e.runc, "--root", e.runcRoot, "ps", "--format", "json", c.ID()).Output()
+	if err != nil {
+		t.Fatalf("runc ps: %v", err)
+	}
+	var want []int
+	if err := json.Unmarshal(out, &want); err != nil {
+		t.Fatalf("runc ps output %q: %v", out, err)
+	}
+	sort.Ints(pids)
+	sort.Ints(want)
+	if !reflect.DeepEqual(pids, want) {
+		t.Fatalf("Pids = %v, runc ps = %v", pids, want)
 	}
 }
 

@@ -115,6 +115,9 @@ func (c *Container) Status(ctx context.Context) (string, error) {
 
 // Pids lists the host pids of the container's processes (`runc ps`).
 func (c *Container) Pids(ctx context.Context) ([]int, error) {
+	if pids, ok := c.cgroupPids(); ok {
+		return pids, nil
+	}
 	pids, err := c.runc().Ps(ctx, c.rec.ID)
 	if err != nil {
 		return nil, c.runcError(ctx, "ps", err)

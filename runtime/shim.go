@@ -67,7 +67,7 @@ func spawnShim(shim string, args []string, dir string) (*shimProc, *os.File, err
 func startProcess(path string, args []string, dir string, files []*os.File) (*shimProc, error) {
 	pidfd := -1
 	proc, err := os.StartProcess(path, append([]string{path}, args...), &os.ProcAttr{
-		Dir: dir, Env: os.Environ(), Files: files,
+		Dir: dir, Env: shimEnv(), Files: files,
 		Sys: &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
 	})
 	if errors.Is(err, os.ErrNotExist) {
@@ -119,4 +119,17 @@ func readStartReport(ctx context.Context, r *os.File, timeout time.Duration) (*s
 		return nil, fmt.Errorf("shim start report %q: %w", line, err)
 	}
 	return &rep, nil
+}
+
+// shimEnv is the daemon's environment with GOMAXPROCS=1: a shim needs one
+// thread, and given it from the start it skips re-executing itself to
+// drop the threads a larger GOMAXPROCS would make (about 1 ms per start).
+func shimEnv() []string {
+	env := []string{"GOMAXPROCS=1"}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOMAXPROCS=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
