@@ -2,9 +2,11 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
+	"github.com/evjournal/containerd/api/errdefs"
 	"github.com/evjournal/containerd/supervisor/journal"
 )
 
@@ -34,8 +36,28 @@ func (s *Supervisor) Subscribe(ctx context.Context, r SubscribeRequest) (*Subscr
 		return nil, ErrStoredOnlyNeedsTime
 	}
 	return call(ctx, s, "subscribe", func(done func(*Subscription, error)) {
+		if err := s.checkRetained(r.AfterSeq); err != nil {
+			done(nil, err)
+			return
+		}
 		done(s.subscribe(r), nil)
 	})
+}
+
+// checkRetained refuses a resume by sequence number whose next event was
+// already compacted out of the journal (--retain-count): replaying the rest
+// would hide the gap. Timestamp resumes (v0.2 clients) cannot be told this
+// without breaking them; they get what is retained, as in v0.2.
+func (s *Supervisor) checkRetained(afterSeq uint64) error {
+	if afterSeq == 0 {
+		return nil
+	}
+	all := s.journal.After(0, "")
+	if len(all) == 0 || all[0].Seq <= afterSeq+1 {
+		return nil
+	}
+	return errdefs.Mark(fmt.Errorf("containerd: events after seq %d are no longer retained: the oldest retained is seq %d (raise --retain-count)",
+		afterSeq, all[0].Seq), errdefs.ErrFailedPrecondition)
 }
 
 func (s *Supervisor) subscribe(r SubscribeRequest) *Subscription {

@@ -353,3 +353,25 @@ func TestFailedCleanupIsRetriedAndIDWaits(t *testing.T) {
 	must(t, <-done)
 	h.expect("start-container a")
 }
+
+func TestResumeBySeqPastRetentionIsRefused(t *testing.T) {
+	mon, clock := newFakeMonitor(), newFakeClock()
+	s, err := New(Config{StateDir: t.TempDir(), RuntimeImpl: newFakeRuntime(), MonitorImpl: mon, Clock: clock,
+		RetainCount: 10, ReconcileInterval: -1})
+	must(t, err)
+	must(t, s.Start(context.Background()))
+	defer s.Stop()
+	ctx := context.Background()
+	_, err = s.CreateContainer(ctx, CreateRequest{ID: "a", Bundle: "/b"})
+	must(t, err)
+	for i := 0; i < 200; i++ { // far past the retain count: compaction drops the oldest
+		must(t, s.Update(ctx, UpdateRequest{ID: "a", Status: StatusPaused}))
+	}
+	_, err = s.Subscribe(ctx, SubscribeRequest{AfterSeq: 1})
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "no longer retained") {
+		t.Fatalf("resume after seq 1: got %v, want a no-longer-retained error", err)
+	}
+	if _, err := s.Subscribe(ctx, SubscribeRequest{AfterSeq: 195}); err != nil {
+		t.Fatalf("resume within the retained events: %v", err)
+	}
+}

@@ -52,9 +52,7 @@ func (c *chaosRun) read() (view, error) {
 	for _, x := range st.GetContainers() {
 		v.listedCtr[x.Id] = true
 		for _, p := range x.GetProcesses() {
-			if p.Pid != "init" {
-				v.listed[procKey{x.Id, p.Pid}] = int(p.SystemPid)
-			}
+			v.listed[procKey{x.Id, p.Pid}] = int(p.SystemPid)
 		}
 	}
 	return v, nil

@@ -79,6 +79,14 @@ var Checks = []Check{
 // environment that is torn down at the end whatever happens. An error of a
 // check (it could not run) is a failure too.
 func Run(cfg Config) *Suite {
+	s := New(cfg)
+	s.RunChecks()
+	s.Close()
+	return s
+}
+
+// New prepares a suite; RunChecks runs it, Close tears it down.
+func New(cfg Config) *Suite {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
@@ -89,11 +97,27 @@ func Run(cfg Config) *Suite {
 		return s
 	}
 	s.env = env
-	defer func() {
-		if leaks := env.Close(); len(leaks) > 0 {
-			s.failf("processes left behind (killed): %s", strings.Join(leaks, "; "))
-		}
-	}()
+	return s
+}
+
+// Close stops every daemon and container of the suite and removes its
+// directory; what it had to kill is a failure. Safe to call from another
+// goroutine (on a signal) and more than once.
+func (s *Suite) Close() {
+	if s.env == nil {
+		return
+	}
+	if leaks := s.env.Close(); len(leaks) > 0 {
+		s.failf("processes left behind (killed): %s", strings.Join(leaks, "; "))
+	}
+}
+
+// RunChecks runs the checks not skipped, in order.
+func (s *Suite) RunChecks() {
+	if s.env == nil {
+		return
+	}
+	cfg := s.cfg
 	for _, c := range Checks {
 		if cfg.Skip[c.Name] {
 			continue
@@ -105,7 +129,6 @@ func Run(cfg Config) *Suite {
 		}
 		cfg.Logf("reliability: %s took %s", c.Name, time.Since(t0).Round(time.Millisecond))
 	}
-	return s
 }
 
 func (s *Suite) failf(format string, a ...any) {

@@ -68,6 +68,7 @@ func main() {
 
 func run(out, dir, only string, quickRun bool) int {
 	start := time.Now()
+	loadBefore := loadAvg()
 	env, err := harness.NewEnv(dir, "ctrd-bench-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -98,7 +99,8 @@ func run(out, dir, only string, quickRun bool) int {
 	took := time.Since(start)
 	fmt.Fprintf(os.Stderr, "bench: total %s\n", took.Round(time.Second))
 	if out != "" {
-		if err := writeResults(out, b, took, quickRun); err != nil {
+		load := fmt.Sprintf("%s at the start, %s at the end (1, 5, 15 min)", loadBefore, loadAvg())
+		if err := writeResults(out, b, took, load, quickRun); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			failed++
 		}
@@ -125,6 +127,19 @@ func cleanupOnSignal(env *harness.Env) func() {
 		}
 	}()
 	return func() { signal.Stop(ch); close(done) }
+}
+
+// loadAvg is the first three fields of /proc/loadavg.
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func contains(xs []string, x string) bool {

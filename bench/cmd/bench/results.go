@@ -15,7 +15,7 @@ import (
 )
 
 // writeResults writes the table of figures with the facts of the machine.
-func writeResults(path string, b *bench, took time.Duration, quickRun bool) error {
+func writeResults(path string, b *bench, took time.Duration, load string, quickRun bool) error {
 	var sb strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&sb, format, args...) }
 	w("# Benchmark results\n\n")
@@ -34,6 +34,7 @@ func writeResults(path string, b *bench, took time.Duration, quickRun bool) erro
 	w("| Go | %s |\n", goruntime.Version())
 	w("| daemon state dirs, runc roots | %s (tmpfs, as /run in production) |\n", fsName(b.env.Dir))
 	w("| journal files (journal_* and replay_*) | %s |\n", fsName(os.TempDir()))
+	w("| load average | %s |\n", load)
 	w("| run time | %s |\n\n", took.Round(time.Second))
 	w("| figure | value | unit | target | value ÷ target | met | floor, same run | notes |\n")
 	w("| --- | ---: | --- | --- | ---: | --- | --- | --- |\n")

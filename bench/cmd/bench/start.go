@@ -75,7 +75,7 @@ func (s *starter) sequential() error {
 	const warm = 3
 	n := s.b.cfg.seqN
 	ctx := context.Background()
-	var dms, rms []float64
+	var dms, rms, pairs []float64
 	for i := 0; i < warm+n; i++ {
 		sides := []func() (time.Duration, error){
 			func() (time.Duration, error) {
@@ -102,6 +102,7 @@ func (s *starter) sequential() error {
 		if i >= warm {
 			dms = append(dms, ms(took[0]))
 			rms = append(rms, ms(took[1]))
+			pairs = append(pairs, ms(took[0])/ms(took[1]))
 		}
 	}
 	dm, rm := harness.Median(dms), harness.Median(rms)
@@ -109,6 +110,7 @@ func (s *starter) sequential() error {
 		Floor: fmt.Sprintf("runc create + runc start: median %.1f ms", rm),
 		Note: fmt.Sprintf("CreateContainer through the gRPC client until it returns (container running, start-container journaled): median %.1f ms, p90 %.1f ms; runc p90 %.1f ms; N=%d sequential each, interleaved",
 			dm, harness.Percentile(dms, 90), harness.Percentile(rms, 90), n)})
+	s.b.rep.Line("start_ratio_paired_median", harness.Median(pairs), "ratio")
 	s.b.rep.Line("start_daemon_median_ms", dm, "ms")
 	s.b.rep.Line("start_runc_median_ms", rm, "ms")
 	if err := killAll(s.d); err != nil {

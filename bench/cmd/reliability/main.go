@@ -51,10 +51,19 @@ func main() {
 			cfg.Skip[name] = true
 		}
 	}
-	// The suite cleans up after itself; a signal only needs to reach it.
-	signal.Ignore(syscall.SIGHUP)
 	t0 := time.Now()
-	s := reliability.Run(cfg)
+	s := reliability.New(cfg)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		sig := <-sigs
+		fmt.Fprintf(os.Stderr, "reliability: %v: cleaning up\n", sig)
+		s.Close()
+		os.Exit(130)
+	}()
+	s.RunChecks()
+	s.Close()
+	signal.Stop(sigs)
 	failures := len(s.Failures)
 	if !cfg.Skip["fuzz"] && *fuzztime > 0 {
 		failures += fuzz(s.Report, *fuzztime, cfg.Logf)

@@ -52,9 +52,15 @@ func NewEnv(parent, prefix string) (*Env, error) {
 // ID makes a container id unique to this run: "<tag>-<name>".
 func (e *Env) ID(name string) string { return e.Tag + "-" + name }
 
-// Defer registers f to run at Close (last registered, first run).
+// Defer registers f to run at Close (last registered, first run); after
+// Close it runs f at once.
 func (e *Env) Defer(f func()) {
 	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		f()
+		return
+	}
 	defer e.mu.Unlock()
 	e.cleanups = append(e.cleanups, f)
 }
