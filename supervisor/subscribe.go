@@ -53,7 +53,8 @@ func (s *Supervisor) checkRetained(afterSeq uint64) error {
 		return nil
 	}
 	all := s.journal.After(0, "")
-	if len(all) == 0 || all[0].Seq <= afterSeq+1 {
+	// The next event wanted is afterSeq+1 (written so as not to overflow).
+	if len(all) == 0 || afterSeq >= all[0].Seq-1 {
 		return nil
 	}
 	return errdefs.Mark(fmt.Errorf("containerd: events after seq %d are no longer retained: the oldest retained is seq %d (raise --retain-count)",
