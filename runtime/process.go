@@ -192,3 +192,17 @@ func openFifos(dir string) (exitFD, controlFD int, err error) {
 	}
 	return exitFD, controlFD, nil
 }
+
+// MarkStarted records that the process's start was published (start-process
+// for an exec), so that a restarted daemon can tell it from an exec whose
+// start a crash interrupted, which no client was ever told about.
+func (p *Process) MarkStarted() error {
+	stamp := []byte(time.Now().UTC().Format(time.RFC3339Nano))
+	if err := writeFileAtomic(filepath.Join(p.dir(), startedFile), stamp, 0o600); err != nil {
+		return fmt.Errorf("container %q: process %q: mark started: %w", p.c.ID(), p.id, err)
+	}
+	return nil
+}
+
+// Started reports whether MarkStarted was done (by any daemon run).
+func (p *Process) Started() bool { return exists(filepath.Join(p.dir(), startedFile)) }

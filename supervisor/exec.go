@@ -65,5 +65,8 @@ func (s *Supervisor) finishExec(e *entry, pid string, p Process, err error, done
 		s.log.WithError(err).WithField("container", e.id).Error("cannot monitor exec; reconcile will find its exit")
 	}
 	syspid := p.SystemPid()
-	s.afterCommit(func() { done(syspid, nil) })
+	s.afterCommit(func() {
+		done(syspid, nil)
+		s.enqueue(e.id, step{name: "mark-exec-started", retry: true, work: func(context.Context) error { return p.MarkStarted() }})
+	})
 }

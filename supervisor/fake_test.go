@@ -50,6 +50,8 @@ type fakeProcess struct {
 	dead      bool
 	status    uint32
 	published bool
+	started   bool
+	killed    bool // signalled with SIGKILL by the supervisor
 	pid       int
 }
 
@@ -253,11 +255,18 @@ func (p *fakeProcess) ExitStatus() (uint32, string) {
 	defer p.mu.Unlock()
 	return p.status, ""
 }
-func (p *fakeProcess) Signal(syscall.Signal) error { return nil }
-func (p *fakeProcess) Resize(w, h uint32) error    { return nil }
-func (p *fakeProcess) CloseStdin() error           { return nil }
-func (p *fakeProcess) Spec() specs.ProcessSpec     { return specs.ProcessSpec{} }
-func (p *fakeProcess) Stdio() runtime.Stdio        { return runtime.Stdio{} }
+func (p *fakeProcess) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sig == syscall.SIGKILL {
+		p.killed = true
+	}
+	return nil
+}
+func (p *fakeProcess) Resize(w, h uint32) error { return nil }
+func (p *fakeProcess) CloseStdin() error        { return nil }
+func (p *fakeProcess) Spec() specs.ProcessSpec  { return specs.ProcessSpec{} }
+func (p *fakeProcess) Stdio() runtime.Stdio     { return runtime.Stdio{} }
 func (p *fakeProcess) MarkExitPublished() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -270,6 +279,19 @@ func (p *fakeProcess) ExitPublished() bool {
 	return p.published
 }
 func (p *fakeProcess) Close() error { return nil }
+
+func (p *fakeProcess) MarkStarted() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.started = true
+	return nil
+}
+
+func (p *fakeProcess) Started() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.started
+}
 
 // die marks the process dead with status, as a shim would.
 func (p *fakeProcess) die(status uint32) {

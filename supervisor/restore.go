@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/evjournal/containerd/runtime"
@@ -46,7 +47,7 @@ func (s *Supervisor) restore(ctx context.Context) error {
 			s.abandonCreate(l.c)
 			continue
 		}
-		s.adopt(l.c, published)
+		s.adopt(l.c, published, started)
 	}
 	for _, c := range retired {
 		s.adoptRetired(c, published)
@@ -71,6 +72,8 @@ func (s *Supervisor) journalIndex() (exits, starts map[string]bool) {
 			exits[exitKey(ev.ID, ev.Pid, ev.Incarnation)] = true
 		case ev.Type == journal.TypeStartContainer:
 			starts[exitKey(ev.ID, "init", ev.Incarnation)] = true
+		case ev.Type == journal.TypeStartProcess:
+			starts[exitKey(ev.ID, ev.Pid, ev.Incarnation)] = true
 		}
 	}
 	return exits, starts
@@ -141,12 +144,30 @@ func (s *Supervisor) abandonCreate(c Container) {
 	s.enqueue(c.ID(), step{name: "abandon-create", retry: true, work: c.Delete})
 }
 
+// abandonExec removes an exec whose start a crash interrupted: no client
+// was told of it, so it gets no exit event; it is killed if it runs.
+func (s *Supervisor) abandonExec(c Container, p Process) {
+	s.log.WithField("container", c.ID()).WithField("pid", p.ID()).
+		Warn("restore: removing an exec whose start was interrupted by a crash")
+	if p.State() != runtime.Stopped {
+		p.Signal(syscall.SIGKILL)
+	}
+	s.enqueue(c.ID(), step{name: "abandon-exec", retry: true, work: func(context.Context) error {
+		p.Close()
+		return c.RemoveProcess(p.ID())
+	}})
+}
+
 // adopt puts a loaded container back under the loop's care.
-func (s *Supervisor) adopt(c Container, published map[string]bool) {
+func (s *Supervisor) adopt(c Container, published, started map[string]bool) {
 	e := newEntry(c.ID())
 	e.c, e.status = c, StatusRunning
 	var dead []Process
 	for _, p := range c.Processes() {
+		if p.ID() != "init" && !p.Started() && !started[exitKey(c.ID(), p.ID(), c.Incarnation())] {
+			s.abandonExec(c, p)
+			continue
+		}
 		if p.ID() == "init" {
 			e.init = p
 		} else {

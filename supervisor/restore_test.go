@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/evjournal/containerd/runtime"
+	"github.com/evjournal/containerd/specs"
 	"github.com/evjournal/containerd/supervisor/journal"
 )
 
@@ -169,4 +170,32 @@ func TestRestoreRemovesInterruptedCreate(t *testing.T) {
 	if len(infos) != 2 {
 		t.Fatalf("state lists %d containers, want a and b only", len(infos))
 	}
+}
+
+func TestRestoreRemovesInterruptedExec(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	h := newHarness(t, rt, dir)
+	a := h.create("a")
+	e1 := h.exec(a, "e1")
+	h.expect("start-container a", "start-process a e1")
+	waitFor(t, e1.Started)
+	// An exec whose start the daemon never published (it died first).
+	p, err := a.Exec(context.Background(), "e2", specs.ProcessSpec{}, runtime.Stdio{})
+	must(t, err)
+	e2 := p.(*fakeProcess)
+	must(t, h.s.Stop())
+	h2 := newHarness(t, rt, dir)
+	h2.expect("start-container a", "start-process a e1")
+	waitFor(t, func() bool { return a.proc("e2") == nil })
+	e2.mu.Lock()
+	killed := e2.killed
+	e2.mu.Unlock()
+	if !killed {
+		t.Fatal("the interrupted exec was not killed")
+	}
+	h2.kill(a.proc("e1"), 1)
+	h2.kill(a.proc("init"), 0)
+	h2.expect("exit a e1 1", "exit a init 0") // and nothing of e2
+	assertNoMore(t, h2)
 }

@@ -65,6 +65,9 @@ type Process interface {
 	Stdio() runtime.Stdio
 	MarkExitPublished() error
 	ExitPublished() bool
+	// MarkStarted and Started record that start-process was published.
+	MarkStarted() error
+	Started() bool
 	Close() error
 }
 
