@@ -211,12 +211,14 @@ func (c *Container) RemoveProcess(pid string) error {
 	c.mu.Lock()
 	p, ok := c.processes[pid]
 	delete(c.processes, pid)
+	dir := filepath.Join(c.dirLocked(), pid)
 	c.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("container %q: process %q: %w", c.rec.ID, pid, errdefs.ErrNotFound)
+	if ok {
+		p.Close()
 	}
-	p.Close()
-	if err := os.RemoveAll(p.dir()); err != nil {
+	// Idempotent: a retry after a failed removal (the process gone from
+	// the table already) must finish the job, not fail for ever.
+	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("container %q: remove process %q: %w", c.rec.ID, pid, err)
 	}
 	return nil

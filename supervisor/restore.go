@@ -153,6 +153,10 @@ func (s *Supervisor) abandonExec(c Container, p Process) {
 		p.Signal(syscall.SIGKILL)
 	}
 	s.enqueue(c.ID(), step{name: "abandon-exec", retry: true, work: func(context.Context) error {
+		// Let its shim finish (it writes exitStatus into the dir) first.
+		if fd := p.ExitFD(); fd >= 0 {
+			runtime.WaitHangup(fd, 10*time.Second)
+		}
 		p.Close()
 		return c.RemoveProcess(p.ID())
 	}})

@@ -47,7 +47,8 @@ func (r *recorder) violation(format string, a ...any) {
 
 // fakeRuntime creates containers that exist only in memory.
 type fakeRuntime struct {
-	supervisor.Runtime
+	// implements supervisor.Runtime without embedding it: a method added there
+	// must fail this build, not panic in the middle of a fuzz run
 	rec *recorder
 }
 
@@ -73,7 +74,7 @@ func (fakeRuntime) ListRunc(context.Context, string, []string) ([]runtime.RuncCo
 func (fakeRuntime) DeleteRunc(context.Context, string, []string, string) error { return nil }
 
 type fakeContainer struct {
-	supervisor.Container
+	// implements supervisor.Container (no embedding, see fakeRuntime)
 	rec   *recorder
 	opts  runtime.ContainerOpts
 	mu    sync.Mutex
@@ -144,7 +145,7 @@ func (c *fakeContainer) Started() bool                { return true }
 func (c *fakeContainer) Delete(context.Context) error { return nil }
 
 type fakeProcess struct {
-	supervisor.Process
+	// implements supervisor.Process (no embedding, see fakeRuntime)
 	ctr   string
 	id    string
 	spec  specs.ProcessSpec
@@ -164,6 +165,8 @@ func (p *fakeProcess) Stdio() runtime.Stdio         { return p.stdio }
 func (p *fakeProcess) MarkExitPublished() error     { return nil }
 func (p *fakeProcess) ExitPublished() bool          { return false }
 func (p *fakeProcess) Close() error                 { return nil }
+func (p *fakeProcess) MarkStarted() error           { return nil }
+func (p *fakeProcess) Started() bool                { return true }
 
 // fakeMonitor reports every process as exited at once, except the init and
 // e1 of c1, which live for ever: the fuzzed creates and execs come and go,
