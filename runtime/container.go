@@ -231,8 +231,7 @@ const startedFile = "started"
 // restarted daemon can tell a running container from a create that a crash
 // interrupted (which no client was ever told about).
 func (c *Container) MarkStarted() error {
-	stamp := []byte(time.Now().UTC().Format(time.RFC3339Nano))
-	if err := writeFileAtomic(filepath.Join(c.Dir(), startedFile), stamp, 0o600); err != nil {
+	if err := writeMarker(filepath.Join(c.Dir(), startedFile)); err != nil {
 		return fmt.Errorf("container %q: mark started: %w", c.rec.ID, err)
 	}
 	return nil

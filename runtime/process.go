@@ -134,12 +134,19 @@ func (p *Process) control(kind int, w, h uint32) error {
 
 // MarkExitPublished records that the exit event is journaled, so that a
 // restarted daemon does not publish it again.
-func (p *Process) MarkExitPublished() error {
-	stamp := []byte(time.Now().UTC().Format(time.RFC3339Nano))
-	if err := writeFileAtomic(filepath.Join(p.dir(), exitPublishedFile), stamp, 0o600); err != nil {
+func (p *Process) MarkExitPublished() error { return p.mark(exitPublishedFile) }
+
+// mark writes a marker file (its content: when) into the process dir.
+func (p *Process) mark(name string) error {
+	if err := writeMarker(filepath.Join(p.dir(), name)); err != nil {
 		return fmt.Errorf("container %q: process %q: %w", p.c.ID(), p.id, err)
 	}
 	return nil
+}
+
+// writeMarker records, atomically, that something happened, and when.
+func writeMarker(path string) error {
+	return writeFileAtomic(path, []byte(time.Now().UTC().Format(time.RFC3339Nano)), 0o600)
 }
 
 // ExitPublished reports whether MarkExitPublished was done (by any daemon run).
@@ -196,13 +203,7 @@ func openFifos(dir string) (exitFD, controlFD int, err error) {
 // MarkStarted records that the process's start was published (start-process
 // for an exec), so that a restarted daemon can tell it from an exec whose
 // start a crash interrupted, which no client was ever told about.
-func (p *Process) MarkStarted() error {
-	stamp := []byte(time.Now().UTC().Format(time.RFC3339Nano))
-	if err := writeFileAtomic(filepath.Join(p.dir(), startedFile), stamp, 0o600); err != nil {
-		return fmt.Errorf("container %q: process %q: mark started: %w", p.c.ID(), p.id, err)
-	}
-	return nil
-}
+func (p *Process) MarkStarted() error { return p.mark(startedFile) }
 
 // Started reports whether MarkStarted was done (by any daemon run).
 func (p *Process) Started() bool { return exists(filepath.Join(p.dir(), startedFile)) }
