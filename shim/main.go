@@ -89,6 +89,12 @@ func parseArgs(argv []string) (args, error) {
 // 0 once the container process has exited and its status is written, 1 when
 // the process could not be started (or the shim could not set itself up).
 func run(argv []string) int {
+	if _, err := parseArgs(argv); err != nil {
+		// Not started by the daemon (a person at a shell, say): say so on
+		// stderr and leave no shim-log.json in a directory not ours.
+		os.Stderr.WriteString("containerd-shim: " + err.Error() + "\n")
+		return 2
+	}
 	sp := openStartPipe()
 	log := openLog("shim-log.json")
 	s, err := setup(argv, log)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -44,4 +45,22 @@ func launcher(argv []string) int {
 	fmt.Println(cmd.Process.Pid)
 	time.Sleep(time.Hour)
 	return 0
+}
+
+// TestUsageErrorLeavesNoLog: run by hand with wrong arguments, the shim says
+// so on stderr, exits 2 and writes nothing into the working directory.
+func TestUsageErrorLeavesNoLog(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(fixture.Shim(t), "only-one-arg")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Fatalf("exit: %v, want status 2", err)
+	}
+	if !strings.Contains(string(out), "usage: containerd-shim") {
+		t.Fatalf("output %q, want the usage", out)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("the shim left %d files in its working directory", len(entries))
+	}
 }
