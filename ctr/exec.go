@@ -38,22 +38,14 @@ func execProcess(c *cli.Context) error {
 		return err
 	}
 	return withClient(c, func(cl *client) error {
-		if !c.Bool("attach") {
-			if err := detachedStdio(c, &req.Stdin, &req.Stdout, &req.Stderr); err != nil {
-				return err
-			}
+		send := func() error {
 			_, err := cl.AddProcess(context.Background(), req)
 			return err
 		}
-		if err := noStdioFiles(c); err != nil {
-			return err
+		attach := func() (target, error) {
+			return target{id: req.Id, pid: req.Pid, started: "start-process", tty: req.Terminal}, nil
 		}
-		t := target{id: req.Id, pid: req.Pid, started: "start-process", tty: req.Terminal}
-		return runAttached(cl, t, func(stdin, stdout, stderr string) error {
-			req.Stdin, req.Stdout, req.Stderr = stdin, stdout, stderr
-			_, err := cl.AddProcess(context.Background(), req)
-			return err
-		})
+		return launch(c, cl, &req.Stdin, &req.Stdout, &req.Stderr, attach, send)
 	})
 }
 

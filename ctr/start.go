@@ -43,26 +43,38 @@ func startContainer(c *cli.Context) error {
 		return err
 	}
 	return withClient(c, func(cl *client) error {
-		if !c.Bool("attach") {
-			if err := detachedStdio(c, &req.Stdin, &req.Stdout, &req.Stderr); err != nil {
-				return err
-			}
+		send := func() error {
 			_, err := cl.CreateContainer(context.Background(), req)
 			return err
 		}
-		if err := noStdioFiles(c); err != nil {
+		attach := func() (target, error) {
+			tty, err := bundleTerminal(req.BundlePath)
+			return target{id: req.Id, pid: "init", started: "start-container", tty: tty}, err
+		}
+		return launch(c, cl, &req.Stdin, &req.Stdout, &req.Stderr, attach, send)
+	})
+}
+
+// launch sends a create or exec request: detached, with stdio from the
+// flags (or /dev/null), or attached, with FIFOs streamed to the terminal
+// until the process's exit, whose status becomes ctr's.
+func launch(c *cli.Context, cl *client, stdin, stdout, stderr *string, attach func() (target, error), send func() error) error {
+	if !c.Bool("attach") {
+		if err := detachedStdio(c, stdin, stdout, stderr); err != nil {
 			return err
 		}
-		tty, err := bundleTerminal(req.BundlePath)
-		if err != nil {
-			return err
-		}
-		t := target{id: req.Id, pid: "init", started: "start-container", tty: tty}
-		return runAttached(cl, t, func(stdin, stdout, stderr string) error {
-			req.Stdin, req.Stdout, req.Stderr = stdin, stdout, stderr
-			_, err := cl.CreateContainer(context.Background(), req)
-			return err
-		})
+		return send()
+	}
+	if err := noStdioFiles(c); err != nil {
+		return err
+	}
+	t, err := attach()
+	if err != nil {
+		return err
+	}
+	return runAttached(cl, t, func(in, out, errPath string) error {
+		*stdin, *stdout, *stderr = in, out, errPath
+		return send()
 	})
 }
 
