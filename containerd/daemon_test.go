@@ -11,12 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/evjournal/containerd/api/types"
+	"github.com/evjournal/containerd/integration/fixture"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -47,27 +47,9 @@ func TestMain(m *testing.M) {
 // testDaemon is one started bin/containerd.
 type testDaemon struct {
 	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
+	stdout, stderr fixture.SyncBuffer
 	sock, stateDir string
 	done           chan error
-}
-
-// syncBuffer is a bytes.Buffer the test may read while the process writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func startDaemon(t *testing.T, stateDir string, extra ...string) *testDaemon {
@@ -146,7 +128,9 @@ func TestDaemonLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let the stream reach the handler
+	if _, err := stream.Header(); err != nil { // the handler runs: the stream is subscribed
+		t.Fatal(err)
+	}
 
 	start := time.Now()
 	d.cmd.Process.Signal(syscall.SIGTERM)

@@ -119,7 +119,7 @@ func TestStartAttached(t *testing.T) {
 		t.Fatalf("fifo dir %s not removed", dir)
 	}
 	// Local stdin was empty: the process's stdin is closed.
-	waitFor(t, func() bool {
+	api.waitFor(t, func() bool {
 		up, _ := api.last(&types.UpdateProcessRequest{}).(*types.UpdateProcessRequest)
 		return up != nil && up.GetCloseStdin() && up.GetPid() == "init"
 	})
@@ -164,7 +164,7 @@ func TestAttachedDaemonGone(t *testing.T) {
 	addr, g := serveFake(t, api)
 	api.onCreate = func(string) {
 		go func() {
-			waitFor(t, func() bool { _, ok := api.last(&types.UpdateProcessRequest{}).(*types.UpdateProcessRequest); return ok })
+			api.waitFor(t, func() bool { _, ok := api.last(&types.UpdateProcessRequest{}).(*types.UpdateProcessRequest); return ok })
 			g.Stop()
 		}()
 	}

@@ -23,6 +23,9 @@ type fakeAPI struct {
 
 	mu       sync.Mutex
 	requests []proto.Message
+	// recorded is closed (and replaced) at each recorded request, so tests
+	// await a request instead of polling for it.
+	recorded chan struct{}
 	state    *types.StateResponse
 	// onCreate runs inside CreateContainer/AddProcess with the request's
 	// stdout path, e.g. to write output into ctr's FIFO.
@@ -36,13 +39,35 @@ type fakeAPI struct {
 }
 
 func newFakeAPI() *fakeAPI {
-	return &fakeAPI{created: make(chan struct{}), stopped: make(chan struct{})}
+	return &fakeAPI{created: make(chan struct{}), stopped: make(chan struct{}), recorded: make(chan struct{})}
 }
 
 func (f *fakeAPI) record(m proto.Message) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.requests = append(f.requests, m)
+	close(f.recorded)
+	f.recorded = make(chan struct{})
+}
+
+// waitFor waits, up to 5 s, until cond holds, re-checking at each request.
+func (f *fakeAPI) waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		f.mu.Lock()
+		ch := f.recorded
+		f.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Error("condition not met in time")
+			return
+		}
+	}
 }
 
 // last returns the last recorded request of m's type.
@@ -177,14 +202,3 @@ func runCtr(t *testing.T, in string, args ...string) (int, string, string) {
 }
 
 func ts(sec int64) *timestamppb.Timestamp { return &timestamppb.Timestamp{Seconds: sec} }
-
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatal("condition not met in time")
-}

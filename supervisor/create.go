@@ -144,7 +144,7 @@ func (s *Supervisor) finishCreate(e *entry, c Container, p Process, err error, d
 		done(ContainerInfo{}, err)
 		return
 	}
-	e.c, e.init, e.status, e.created = c, p, StatusRunning, s.clock.Now()
+	e.c, e.init, e.status = c, p, StatusRunning
 	s.procs[p] = e
 	s.m.containers.Update(int64(len(s.containers)))
 	s.emit(s.event(journal.TypeStartContainer, e, "", 0))

@@ -1,7 +1,5 @@
 package supervisor
 
-import "time"
-
 // entry is the loop's record of one container incarnation. Owned by the loop.
 type entry struct {
 	id       string
@@ -16,7 +14,6 @@ type entry struct {
 	initExit   *uint32
 	pendingOOM bool // an OOM seen while the container was being created
 	removed    bool
-	created    time.Time
 }
 
 const statusCreating = "creating"

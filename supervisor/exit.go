@@ -71,8 +71,8 @@ func (s *Supervisor) applyExit(e *entry, p Process, isInit bool, status uint32) 
 			x.Signal(syscall.SIGKILL) // an exec already gone is fine
 		}
 	}
-	// The kernel kills the execs when init dies; their exits come soon. Do
-	// not wait for ever on one that never shows (v0.2.9 did).
+	// Their exits come soon. Do not wait for ever on one that never shows
+	// (v0.2.9 did).
 	s.clock.AfterFunc(s.cfg.ExecGrace, func() {
 		s.send(func(s *Supervisor) {
 			if !e.removed {

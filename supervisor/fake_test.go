@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/evjournal/containerd/api/errdefs"
@@ -28,10 +29,38 @@ type fakeRuntime struct {
 	// runc state the fake's "runc list" shows, and what was deleted from it
 	runcOrphans []runtime.RuncContainer
 	runcDeleted []string
+	// changed is closed (and replaced) when a worker changes the fake's
+	// state, so tests await work done off the loop instead of polling.
+	changed chan struct{}
+}
+
+// notifyLocked wakes the tests waiting for a change; rt.mu is held.
+func (r *fakeRuntime) notifyLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// waitFor waits, bounded, until cond holds, re-checking at each change.
+func (r *fakeRuntime) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		r.mu.Lock()
+		ch := r.changed
+		r.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Fatalf("%s: not within 5s", what)
+		}
+	}
 }
 
 func newFakeRuntime() *fakeRuntime {
-	return &fakeRuntime{live: map[string]*fakeContainer{}, failRetire: map[string]int{}}
+	return &fakeRuntime{live: map[string]*fakeContainer{}, failRetire: map[string]int{}, changed: make(chan struct{})}
 }
 
 type fakeContainer struct {
@@ -115,6 +144,7 @@ func (r *fakeRuntime) DeleteRunc(ctx context.Context, rt string, args []string, 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.runcDeleted = append(r.runcDeleted, id)
+	r.notifyLocked()
 	return nil
 }
 
@@ -171,6 +201,7 @@ func (c *fakeContainer) RemoveProcess(pid string) error {
 	c.rt.mu.Lock()
 	defer c.rt.mu.Unlock()
 	delete(c.procs, pid)
+	c.rt.notifyLocked()
 	return nil
 }
 
@@ -192,6 +223,7 @@ func (c *fakeContainer) MarkStarted() error {
 	c.rt.mu.Lock()
 	defer c.rt.mu.Unlock()
 	c.started = true
+	c.rt.notifyLocked()
 	return nil
 }
 
@@ -227,6 +259,7 @@ func (c *fakeContainer) Delete(context.Context) error {
 		return errors.New("injected delete failure")
 	}
 	c.deleted = true
+	c.rt.notifyLocked()
 	if c.rt.live[c.id] == c {
 		delete(c.rt.live, c.id)
 	}
@@ -282,8 +315,11 @@ func (p *fakeProcess) Close() error { return nil }
 
 func (p *fakeProcess) MarkStarted() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.started = true
+	p.mu.Unlock()
+	p.c.rt.mu.Lock()
+	defer p.c.rt.mu.Unlock()
+	p.c.rt.notifyLocked()
 	return nil
 }
 

@@ -22,6 +22,8 @@ type supMetrics struct {
 	deleteTime       metrics.Timer
 	restoreContainer metrics.Counter
 	setAside         metrics.Counter
+	tasks            metrics.Counter
+	tasksByKind      map[string]metrics.Counter // owned by the loop
 }
 
 func newMetrics(r metrics.Registry) *supMetrics {
@@ -43,11 +45,19 @@ func newMetrics(r metrics.Registry) *supMetrics {
 		deleteTime:       metrics.GetOrRegisterTimer("container-delete-time", r),
 		restoreContainer: metrics.GetOrRegisterCounter("restored-containers", r),
 		setAside:         metrics.GetOrRegisterCounter("containers-set-aside", r),
+		tasks:            metrics.GetOrRegisterCounter("tasks", r),
+		tasksByKind:      map[string]metrics.Counter{},
 	}
 }
 
-// task counts one task of the given kind ("tasks.create", ...).
+// task counts one task of the given kind ("tasks.create", ...). It runs on
+// the loop, so the counter is looked up in the registry once per kind.
 func (m *supMetrics) task(kind string) {
-	metrics.GetOrRegisterCounter("tasks."+kind, m.reg).Inc(1)
-	metrics.GetOrRegisterCounter("tasks", m.reg).Inc(1)
+	c, ok := m.tasksByKind[kind]
+	if !ok {
+		c = metrics.GetOrRegisterCounter("tasks."+kind, m.reg)
+		m.tasksByKind[kind] = c
+	}
+	c.Inc(1)
+	m.tasks.Inc(1)
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/evjournal/containerd/runtime"
-	"github.com/evjournal/containerd/supervisor/journal"
 )
 
 // cleanRuncOrphans removes runc state that no container record owns any
@@ -13,13 +12,7 @@ import (
 // delete). Only stopped containers whose id this daemon's journal shows it
 // started are touched: a runc root may be shared with other tools, and
 // their containers are never ours to delete.
-func (s *Supervisor) cleanRuncOrphans() {
-	ours := map[string]bool{}
-	for _, ev := range s.journal.After(0, "") {
-		if ev.Type == journal.TypeStartContainer {
-			ours[ev.ID] = true
-		}
-	}
+func (s *Supervisor) cleanRuncOrphans(ours map[string]bool) {
 	s.workers.submit(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

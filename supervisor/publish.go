@@ -23,8 +23,9 @@ func (s *Supervisor) emit(ev journal.Event) journal.Event {
 	}
 	s.m.events.Inc(1)
 	s.appended++
-	if s.cfg.crashAfter > 0 && s.appended >= s.cfg.crashAfter {
+	if s.cfg.crashAfter > 0 && s.appended >= s.cfg.crashAfter && !s.crashed {
 		s.crashed = true
+		close(s.crashedCh)
 	}
 	s.afterCommit(func() { s.publish(stored) })
 	return stored

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/evjournal/containerd/integration/fixture"
-	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/specs"
 	"github.com/evjournal/containerd/supervisor/journal"
 )
@@ -256,7 +255,7 @@ func TestRealRestoreCrashAtEachStep(t *testing.T) {
 			cfg := env.config()
 			cfg.crashAfter = k
 			crashing := env.start(cfg)
-			waitAppended(t, crashing, k)
+			waitCrashed(t, crashing)
 			crashing.Stop()
 			s3 := env.start(env.config())
 			sub, err := s3.Subscribe(context.Background(), SubscribeRequest{After: time.Unix(0, 0)})
@@ -305,8 +304,6 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
-
-var _ = runtime.Running
 
 // fmtSscan parses "exit ID PID STATUS".
 func fmtSscan(s string, id, pid *string, status *int) {

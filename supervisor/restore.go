@@ -24,7 +24,7 @@ const restoreTimeout = 10 * time.Second
 // every step that follows is idempotent, so a crash at any point of restore
 // neither loses nor repeats an exit.
 func (s *Supervisor) restore(ctx context.Context) error {
-	published, started := s.journalIndex()
+	facts := s.readJournalFacts()
 	ids, err := s.rt.ListIDs(s.cfg.StateDir)
 	if err != nil {
 		return fmt.Errorf("list state dir: %w", err)
@@ -43,43 +43,52 @@ func (s *Supervisor) restore(ctx context.Context) error {
 			aside++
 			continue
 		}
-		if !l.c.Started() && !started[exitKey(l.id, "init", l.c.Incarnation())] {
+		if !l.c.Started() && !facts.starts[procKey(l.id, "init", l.c.Incarnation())] {
 			s.abandonCreate(l.c)
 			continue
 		}
-		s.adopt(l.c, published, started)
+		s.adopt(l.c, facts)
 	}
 	for _, c := range retired {
-		s.adoptRetired(c, published)
+		s.adoptRetired(c, facts.exits)
 	}
 	s.log.WithFields(map[string]interface{}{
 		"containers": len(ids), "adopted": len(s.containers), "exits_to_replay": s.pendingExits(),
 		"retired": len(retired), "set_aside": aside, "journal_events": s.journal.Len(),
 	}).Info("restore: state dir loaded")
-	s.cleanRuncOrphans()
+	s.cleanRuncOrphans(facts.ids)
 	s.m.containers.Update(int64(len(s.containers)))
 	return nil
 }
 
-// journalIndex indexes the exit and start-container records of the journal
-// by container id, process id and incarnation.
-func (s *Supervisor) journalIndex() (exits, starts map[string]bool) {
-	exits, starts = map[string]bool{}, map[string]bool{}
+// journalFacts is what restore needs from the journal, read in one pass.
+type journalFacts struct {
+	exits  map[string]bool // published exits, by procKey
+	starts map[string]bool // published start-container/start-process, by procKey
+	ids    map[string]bool // every container id this daemon ever started
+}
+
+func (s *Supervisor) readJournalFacts() journalFacts {
+	f := journalFacts{exits: map[string]bool{}, starts: map[string]bool{}, ids: map[string]bool{}}
 	for _, ev := range s.journal.After(0, "") {
+		if ev.Type == journal.TypeStartContainer {
+			f.ids[ev.ID] = true
+		}
 		switch {
 		case ev.Incarnation == "":
 		case ev.Type == journal.TypeExit:
-			exits[exitKey(ev.ID, ev.Pid, ev.Incarnation)] = true
+			f.exits[procKey(ev.ID, ev.Pid, ev.Incarnation)] = true
 		case ev.Type == journal.TypeStartContainer:
-			starts[exitKey(ev.ID, "init", ev.Incarnation)] = true
+			f.starts[procKey(ev.ID, "init", ev.Incarnation)] = true
 		case ev.Type == journal.TypeStartProcess:
-			starts[exitKey(ev.ID, ev.Pid, ev.Incarnation)] = true
+			f.starts[procKey(ev.ID, ev.Pid, ev.Incarnation)] = true
 		}
 	}
-	return exits, starts
+	return f
 }
 
-func exitKey(id, pid, incarnation string) string { return id + "\x00" + pid + "\x00" + incarnation }
+// procKey names one process of one container incarnation.
+func procKey(id, pid, incarnation string) string { return id + "\x00" + pid + "\x00" + incarnation }
 
 type loaded struct {
 	id  string
@@ -163,12 +172,12 @@ func (s *Supervisor) abandonExec(c Container, p Process) {
 }
 
 // adopt puts a loaded container back under the loop's care.
-func (s *Supervisor) adopt(c Container, published, started map[string]bool) {
+func (s *Supervisor) adopt(c Container, facts journalFacts) {
 	e := newEntry(c.ID())
 	e.c, e.status = c, StatusRunning
 	var dead []Process
 	for _, p := range c.Processes() {
-		if p.ID() != "init" && !p.Started() && !started[exitKey(c.ID(), p.ID(), c.Incarnation())] {
+		if p.ID() != "init" && !p.Started() && !facts.starts[procKey(c.ID(), p.ID(), c.Incarnation())] {
 			s.abandonExec(c, p)
 			continue
 		}
@@ -193,7 +202,7 @@ func (s *Supervisor) adopt(c Container, published, started map[string]bool) {
 	if e.init.State() != runtime.Stopped {
 		s.watchOOM(c)
 	}
-	s.replayDead(e, dead, published)
+	s.replayDead(e, dead, facts.exits)
 }
 
 func (s *Supervisor) setAsideEntry(e *entry, cause error) {
@@ -209,7 +218,7 @@ func (s *Supervisor) setAsideEntry(e *entry, cause error) {
 func (s *Supervisor) replayDead(e *entry, dead []Process, published map[string]bool) {
 	sort.SliceStable(dead, func(i, j int) bool { return dead[j] == e.init && dead[i] != e.init })
 	for _, p := range dead {
-		if p.ExitPublished() || published[exitKey(e.id, p.ID(), e.c.Incarnation())] {
+		if p.ExitPublished() || published[procKey(e.id, p.ID(), e.c.Incarnation())] {
 			s.finishPublished(e, p)
 			continue
 		}

@@ -59,7 +59,7 @@ func TestRestoreCrashAtEachStep(t *testing.T) {
 				ReconcileInterval: -1, crashAfter: k})
 			must(t, err)
 			must(t, s.Start(context.Background()))
-			waitAppended(t, s, k)
+			waitCrashed(t, s)
 			must(t, s.Stop())
 			h := newHarness(t, rt, dir)
 			h.expect("start-container a", "start-process a e1", "start-container b",
@@ -69,18 +69,13 @@ func TestRestoreCrashAtEachStep(t *testing.T) {
 	}
 }
 
-func waitAppended(t *testing.T, s *Supervisor, k int) {
+// waitCrashed waits until s froze itself after its crashAfter-th event.
+func waitCrashed(t *testing.T, s *Supervisor) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n, _ := call(context.Background(), s, "test", func(done func(int, error)) { done(s.appended, nil) })
-		if n >= k {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d events journaled, want %d", n, k)
-		}
-		time.Sleep(time.Millisecond) // polling a counter: no event to await here
+	select {
+	case <-s.crashedCh:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the supervisor did not reach its crash point (%d events)", s.cfg.crashAfter)
 	}
 }
 
@@ -115,7 +110,7 @@ func TestRestoreCleansOnlyOurStoppedRuncOrphans(t *testing.T) {
 	h.create("b")
 	h.kill(a.proc("init"), 0)
 	h.expect("start-container a", "start-container b", "exit a init 0")
-	waitFor(t, func() bool { rt.mu.Lock(); defer rt.mu.Unlock(); return a.deleted })
+	rt.waitFor(t, "a deleted", a.isDeleted)
 	must(t, h.s.Stop())
 	rt.mu.Lock()
 	rt.runcOrphans = []runtime.RuncContainer{
@@ -128,23 +123,11 @@ func TestRestoreCleansOnlyOurStoppedRuncOrphans(t *testing.T) {
 	// A request after restore is served after the cleanup's queued work.
 	h2.create("c")
 	h2.expect("start-container a", "start-container b", "exit a init 0", "start-container c")
-	waitFor(t, func() bool { rt.mu.Lock(); defer rt.mu.Unlock(); return len(rt.runcDeleted) > 0 })
+	rt.waitFor(t, "a runc delete", func() bool { rt.mu.Lock(); defer rt.mu.Unlock(); return len(rt.runcDeleted) > 0 })
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if len(rt.runcDeleted) != 1 || rt.runcDeleted[0] != "a" {
 		t.Fatalf("runc deletes %v, want exactly [a]", rt.runcDeleted)
-	}
-}
-
-// waitFor polls cond (work done on a worker with no event to await), bounded.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -154,7 +137,7 @@ func TestRestoreRemovesInterruptedCreate(t *testing.T) {
 	h := newHarness(t, rt, dir)
 	a := h.create("a")
 	h.expect("start-container a")
-	waitFor(t, a.Started)
+	rt.waitFor(t, "a marked started", a.Started)
 	must(t, h.s.Stop())
 	// A create the daemon never finished: a record, a process, no start.
 	half, err := rt.New(runtime.ContainerOpts{ID: "half"})
@@ -164,7 +147,7 @@ func TestRestoreRemovesInterruptedCreate(t *testing.T) {
 	h2 := newHarness(t, rt, dir)
 	h2.create("b")
 	h2.expect("start-container a", "start-container b")
-	waitFor(t, func() bool { return half.(*fakeContainer).isDeleted() })
+	rt.waitFor(t, "the half-created container deleted", half.(*fakeContainer).isDeleted)
 	infos, err := h2.s.State(context.Background(), "")
 	must(t, err)
 	if len(infos) != 2 {
@@ -179,7 +162,7 @@ func TestRestoreRemovesInterruptedExec(t *testing.T) {
 	a := h.create("a")
 	e1 := h.exec(a, "e1")
 	h.expect("start-container a", "start-process a e1")
-	waitFor(t, e1.Started)
+	rt.waitFor(t, "e1 marked started", e1.Started)
 	// An exec whose start the daemon never published (it died first).
 	p, err := a.Exec(context.Background(), "e2", specs.ProcessSpec{}, runtime.Stdio{})
 	must(t, err)
@@ -187,7 +170,7 @@ func TestRestoreRemovesInterruptedExec(t *testing.T) {
 	must(t, h.s.Stop())
 	h2 := newHarness(t, rt, dir)
 	h2.expect("start-container a", "start-process a e1")
-	waitFor(t, func() bool { return a.proc("e2") == nil })
+	rt.waitFor(t, "e2 removed", func() bool { return a.proc("e2") == nil })
 	e2.mu.Lock()
 	killed := e2.killed
 	e2.mu.Unlock()

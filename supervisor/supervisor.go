@@ -110,8 +110,9 @@ type Supervisor struct {
 	subs       map[*subscriber]struct{} // live subscribers
 	outbox     []func()                 // publications and replies waiting for the journal commit
 	stopping   bool
-	appended   int  // events journaled by this supervisor
-	crashed    bool // test hook: see Config.crashAfter
+	appended   int           // events journaled by this supervisor
+	crashed    bool          // test hook: see Config.crashAfter
+	crashedCh  chan struct{} // closed when crashed is set
 }
 
 // task is a function run on the loop goroutine.
@@ -125,6 +126,7 @@ func New(cfg Config) (*Supervisor, error) {
 		tasks: make(chan task, 2048), stopCh: make(chan struct{}), loopDone: make(chan struct{}),
 		containers: map[string]*entry{}, procs: map[Process]*entry{},
 		queues: map[string]*workQueue{}, subs: map[*subscriber]struct{}{},
+		crashedCh: make(chan struct{}),
 	}
 	s.m = newMetrics(cfg.Metrics)
 	j, err := journal.Open(filepath.Join(cfg.StateDir, "events.log"), journal.Options{

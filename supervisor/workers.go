@@ -57,13 +57,6 @@ func (p *workerPool) submit(j job) {
 	p.cond.Signal()
 }
 
-// backlog is the number of jobs waiting for a worker.
-func (p *workerPool) backlog() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.queue)
-}
-
 // stop ends the workers after their current job; queued jobs are dropped
 // (what they would have done is redone by restore at the next start).
 func (p *workerPool) stop() {

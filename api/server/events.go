@@ -6,6 +6,8 @@ import (
 	"io"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/evjournal/containerd/api"
 	"github.com/evjournal/containerd/api/errdefs"
 	"github.com/evjournal/containerd/api/types"
@@ -31,6 +33,11 @@ func (s *Server) Events(r *types.EventsRequest, stream types.API_EventsServer) e
 		return api.ToGRPC(err)
 	}
 	defer sub.Close()
+	// Headers now, before any event: a client that waits for them knows it
+	// is subscribed, so nothing published from then on can pass it by.
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return err
+	}
 	for {
 		ev, err := sub.Next(ctx)
 		if errors.Is(err, io.EOF) {

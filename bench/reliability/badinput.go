@@ -105,7 +105,7 @@ func (s *Suite) badInput() error {
 			}
 		}()
 	}
-	probes := probe(d, victim, stop, &wg)
+	probes := harness.ProbeLoop(d, victim, stop, &wg)
 
 	calls, unexpected := 0, 0
 	rpcs := map[string]bool{}
@@ -566,29 +566,5 @@ func (a state) diff(b state) []string {
 	if a.shims != b.shims {
 		out = append(out, fmt.Sprintf("%d shims, now %d", a.shims, b.shims))
 	}
-	return out
-}
-
-// probe times a Signal-0 task on id every 5 ms until stop; the result is
-// complete once wg is done.
-func probe(d *harness.Daemon, id string, stop <-chan struct{}, wg *sync.WaitGroup) *[]float64 {
-	out := new([]float64)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			t0 := time.Now()
-			if _, err := d.Client.Signal(context.Background(), &types.SignalRequest{Id: id, Pid: "init", Signal: 0}); err == nil {
-				*out = append(*out, float64(time.Since(t0))/float64(time.Millisecond))
-			}
-		}
-	}()
 	return out
 }

@@ -93,7 +93,7 @@ func (s *Suite) slowSubscriber() error {
 	phase := 3 * time.Second
 	stopA := make(chan struct{})
 	var wgA sync.WaitGroup
-	baseline := probe(d, ids[0], stopA, &wgA)
+	baseline := harness.ProbeLoop(d, ids[0], stopA, &wgA)
 	time.Sleep(phase)
 	close(stopA)
 	wgA.Wait()
@@ -113,7 +113,7 @@ func (s *Suite) slowSubscriber() error {
 	}
 	stopB := make(chan struct{})
 	var wgB sync.WaitGroup
-	loaded := probe(d, ids[0], stopB, &wgB)
+	loaded := harness.ProbeLoop(d, ids[0], stopB, &wgB)
 	t0 := time.Now()
 	cut := false
 	for time.Since(t0) < s.cfg.SlowSubTimeout {
@@ -167,7 +167,7 @@ func (s *Suite) slowSubscriber() error {
 	// change of background load during B cannot pass for an effect.
 	stopC := make(chan struct{})
 	var wgC sync.WaitGroup
-	after := probe(d, ids[0], stopC, &wgC)
+	after := harness.ProbeLoop(d, ids[0], stopC, &wgC)
 	time.Sleep(phase)
 	close(stopC)
 	wgC.Wait()

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -216,12 +217,22 @@ func kill(t *testing.T, pid int, sig syscall.Signal) {
 // waitDead waits until pid is gone (or a zombie), bounded.
 func waitDead(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(promptly)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d (%s) still alive %s after it was killed", pid, cmdline(pid), promptly)
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return // ESRCH: gone already
+	}
+	defer unix.Close(fd)
+	// A pidfd becomes readable when its process exits, child of ours or not.
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, int(promptly.Milliseconds()))
+		if err == unix.EINTR {
+			continue
 		}
-		time.Sleep(pollEvery) // the kernel has no notification for a non-child's death here
+		if err != nil || n == 0 {
+			t.Fatalf("pid %d (%s) still alive %s after it was killed (%v)", pid, cmdline(pid), promptly, err)
+		}
+		return
 	}
 }
 

@@ -5,12 +5,9 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/evjournal/containerd/integration/fixture"
 )
@@ -31,14 +28,8 @@ func run() error {
 		return fmt.Errorf("usage: mkbundle [flags] DIR [steps...]")
 	}
 	dir := flag.Arg(0)
-	rootfs := filepath.Join(dir, "rootfs")
-	for _, d := range []string{"proc", "dev", "sys", "tmp", "etc"} {
-		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
-			return err
-		}
-	}
-	if err := copyFile(*testinit, filepath.Join(rootfs, "testinit")); err != nil {
-		return fmt.Errorf("copy test init: %w", err)
+	if err := fixture.MakeRootfs(dir, *testinit); err != nil {
+		return err
 	}
 	spec := fixture.DefaultSpec()
 	if steps := flag.Args()[1:]; len(steps) > 0 {
@@ -48,26 +39,5 @@ func run() error {
 		fixture.MemoryLimit(*memory)(spec)
 	}
 	spec.Process.Terminal = *tty
-	data, err := json.MarshalIndent(spec, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644)
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return fixture.WriteSpec(dir, spec)
 }

@@ -161,7 +161,6 @@ func (f *fanouter) run(nsubs int) (phaseResult, error) {
 	for _, s := range subs {
 		s.n.Store(0)
 	}
-	var probes []float64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var genErr atomic.Value
@@ -183,28 +182,12 @@ func (f *fanouter) run(nsubs int) (phaseResult, error) {
 			}
 		}()
 	}
-	probeDone := make(chan struct{})
-	go func() {
-		defer close(probeDone)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			p0 := time.Now()
-			_, err := f.d.Client.Signal(ctx, &types.SignalRequest{Id: f.id(0), Pid: "init", Signal: 0})
-			if err == nil {
-				probes = append(probes, ms(time.Since(p0)))
-			}
-		}
-	}()
+	var probeWG sync.WaitGroup
+	probes := harness.ProbeLoop(f.d, f.id(0), stop, &probeWG)
 	time.Sleep(f.phase)
 	close(stop)
 	wg.Wait()
-	<-probeDone
+	probeWG.Wait()
 	if err, ok := genErr.Load().(error); ok {
 		return phaseResult{}, err
 	}
@@ -217,7 +200,7 @@ func (f *fanouter) run(nsubs int) (phaseResult, error) {
 	}); err != nil {
 		return phaseResult{}, fmt.Errorf("subscribers did not catch up: %w", err)
 	}
-	r := phaseResult{took: time.Since(t0), probes: probes, source: int(endSeq - startSeq)}
+	r := phaseResult{took: time.Since(t0), probes: *probes, source: int(endSeq - startSeq)}
 	for _, s := range subs {
 		r.delivered += int(s.n.Load())
 		r.gaps += int(s.gaps.Load())

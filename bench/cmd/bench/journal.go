@@ -15,6 +15,7 @@ import (
 
 	"github.com/evjournal/containerd/api/types"
 	"github.com/evjournal/containerd/bench/internal/harness"
+	"github.com/evjournal/containerd/integration/fixture"
 	"github.com/evjournal/containerd/supervisor/journal"
 )
 
@@ -250,7 +251,7 @@ func (b *bench) replayThroughDaemon(path string, n int, from time.Time) error {
 	if err := os.MkdirAll(d.StateDir, 0o711); err != nil {
 		return err
 	}
-	if err := copyFile(path, filepath.Join(d.StateDir, "events.log")); err != nil {
+	if err := fixture.CopyFile(path, filepath.Join(d.StateDir, "events.log"), 0o600); err != nil {
 		return err
 	}
 	startT, err := timed(d.Start)
@@ -286,23 +287,6 @@ func (b *bench) replayThroughDaemon(path string, n int, from time.Time) error {
 			n, harness.Median(lat), startT.Seconds())})
 	b.rep.Line("daemon_start_1m_journal_s", startT.Seconds(), "s")
 	return nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // fsName names the file system type of dir for the notes.

@@ -3,9 +3,6 @@ package harness
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -119,14 +116,8 @@ func BindMount(src, dst string) BundleOption {
 // rootfs holding only /testinit. Many containers may share one bundle.
 func (e *Env) Bundle(name string, opts ...BundleOption) (string, error) {
 	dir := e.Path("bundles", name)
-	rootfs := filepath.Join(dir, "rootfs")
-	for _, d := range []string{"proc", "dev", "sys", "tmp", "etc"} {
-		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {
-			return "", err
-		}
-	}
-	if err := copyFile(e.Bins.Testinit, filepath.Join(rootfs, "testinit"), 0o755); err != nil {
-		return "", fmt.Errorf("copy test init: %w", err)
+	if err := fixture.MakeRootfs(dir, e.Bins.Testinit); err != nil {
+		return "", err
 	}
 	spec := fixture.DefaultSpec()
 	for _, o := range opts {
@@ -138,30 +129,7 @@ func (e *Env) Bundle(name string, opts ...BundleOption) (string, error) {
 }
 
 // WriteSpec writes spec as dir/config.json.
-func WriteSpec(dir string, spec *specs.Spec) error {
-	data, err := json.MarshalIndent(spec, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644)
-}
-
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
+func WriteSpec(dir string, spec *specs.Spec) error { return fixture.WriteSpec(dir, spec) }
 
 // SharedBundle makes <env>/bundles/<name> holding only a config.json whose
 // root is rootfs (an absolute path, shared by many bundles): the cheap way
