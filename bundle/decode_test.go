@@ -147,17 +147,17 @@ func TestDialectByVersion(t *testing.T) {
 // text names the member.
 func TestDecodeErrors(t *testing.T) {
 	for doc, want := range map[string]string{
-		`not json`: "invalid JSON",
-		`{"ociVersion":"1.0.0"}`:                                        "no process",
-		`{"process":null}`:                                              "no process",
-		`{"process":{"capabilities":7}}`:                                "process.capabilities: want a list of names",
-		`{"process":{"capabilities":[1]}}`:                              "process.capabilities: want string",
-		`{"process":{"capabilities":{"effective":"CAP_KILL"}}}`:         "process.capabilities.effective: want []string",
-		`{"process":{"args":"sh"}}`:                                     "process.args: want []string",
-		`{"process":{"user":{"uid":-1}}}`:                               "process.user.uid: want uint32",
-		`{"ociVersion":1,"process":{}}`:                                 "ociVersion: want string",
-		`{"process":{},"linux":{"uidMappings":[{"hostID":"x"}]}}`:       "linux.uidMappings.hostID: want uint32",
-		`[]`:                                                            "the document: want bundle.rawConfig",
+		`not json`:                         "invalid JSON",
+		`{"ociVersion":"1.0.0"}`:           "no process",
+		`{"process":null}`:                 "no process",
+		`{"process":{"capabilities":7}}`:   "process.capabilities: want a list of names",
+		`{"process":{"capabilities":[1]}}`: "process.capabilities: want string",
+		`{"process":{"capabilities":{"effective":"CAP_KILL"}}}`:   "process.capabilities.effective: want []string",
+		`{"process":{"args":"sh"}}`:                               "process.args: want []string",
+		`{"process":{"user":{"uid":-1}}}`:                         "process.user.uid: want uint32",
+		`{"ociVersion":1,"process":{}}`:                           "ociVersion: want string",
+		`{"process":{},"linux":{"uidMappings":[{"hostID":"x"}]}}`: "linux.uidMappings.hostID: want uint32",
+		`[]`: "the document: want bundle.rawConfig",
 	} {
 		_, err := Decode([]byte(doc))
 		if !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), want) {
