@@ -99,6 +99,17 @@ func TestBadInput(t *testing.T) {
 	badExe := fixture.NewBundle(t, fixture.RawArgs("/no/such/binary"))
 	badExeID := fixture.UniqueID(t) + "-badexe"
 
+	// Host files the stdio fields name: none may be written, truncated or
+	// created (checked at the end).
+	hostFile := filepath.Join(dir, "host-file")
+	os.WriteFile(hostFile, []byte("precious host data\n"), 0o644)
+	fifoPath, _ := fifo(t, dir, "a-fifo")
+	link := filepath.Join(dir, "link-to-fifo")
+	os.Symlink(fifoPath, link)
+	journalFile := filepath.Join(d.StateDir, "events.log")
+	notCreated := filepath.Join(dir, "stdin-never-created")
+	hostFiles := snapshotFiles(t, hostFile, journalFile, link)
+
 	long := strings.Repeat("a", 300)
 	huge := strings.Repeat("x", 1<<20)
 	tooBig := strings.Repeat("x", 5<<20)
@@ -169,6 +180,26 @@ func TestBadInput(t *testing.T) {
 		{"create: relative checkpointDir", createC(&types.CreateContainerRequest{Id: "cpdir", BundlePath: good.Path, Checkpoint: "c", CheckpointDir: "cps"}),
 			codes.InvalidArgument, "~not an absolute path"},
 		{"create: 5 MiB label", createC(&types.CreateContainerRequest{Id: "label", BundlePath: good.Path, Labels: []string{tooBig}}), codes.ResourceExhausted, "~larger than max"},
+
+		// Stdio paths: an output never names an existing file; stdin is never created.
+		{"create: stdout a host file", createC(&types.CreateContainerRequest{Id: "out", BundlePath: good.Path, Stdout: hostFile}),
+			codes.InvalidArgument, "~stdout \"" + hostFile + "\" is an existing regular file"},
+		{"create: stderr the daemon's journal", createC(&types.CreateContainerRequest{Id: "out", BundlePath: good.Path, Stderr: journalFile}),
+			codes.InvalidArgument, "~stderr \"" + journalFile + "\" is an existing regular file"},
+		{"create: stdout a symlink", createC(&types.CreateContainerRequest{Id: "out", BundlePath: good.Path, Stdout: link}),
+			codes.InvalidArgument, "~stdout \"" + link + "\" is a symlink"},
+		{"create: stdout a directory", createC(&types.CreateContainerRequest{Id: "out", BundlePath: good.Path, Stdout: dir}),
+			codes.InvalidArgument, "~stdout \"" + dir + "\" is a directory"},
+		{"create: relative stdout", createC(&types.CreateContainerRequest{Id: "out", BundlePath: good.Path, Stdout: "out.log"}),
+			codes.InvalidArgument, "~stdout \"out.log\" is not an absolute path"},
+		{"create: stdin missing", createC(&types.CreateContainerRequest{Id: "in", BundlePath: good.Path, Stdin: notCreated}),
+			codes.InvalidArgument, "~stdin \"" + notCreated + "\": "},
+		{"create: stdin a directory", createC(&types.CreateContainerRequest{Id: "in", BundlePath: good.Path, Stdin: dir}),
+			codes.InvalidArgument, "~stdin \"" + dir + "\" is a directory"},
+		{"exec: stdout a host file", execP(&types.AddProcessRequest{Id: live, Pid: "out", Args: []string{"/testinit"}, Cwd: "/", User: user,
+			Stdout: hostFile}), codes.InvalidArgument, "~stdout \"" + hostFile + "\" is an existing regular file"},
+		{"exec: stderr the daemon's journal", execP(&types.AddProcessRequest{Id: live, Pid: "out", Args: []string{"/testinit"}, Cwd: "/", User: user,
+			Stderr: journalFile}), codes.InvalidArgument, "~stderr \"" + journalFile + "\" is an existing regular file"},
 
 		// State and Stats.
 		{"state: unknown id", stateOf("no-such"), codes.NotFound, notFound},
@@ -317,6 +348,12 @@ func TestBadInput(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(good.Path, "config.json")); err != nil {
 		t.Errorf("the bundle was damaged: %v", err)
 	}
+	if now := snapshotFiles(t, hostFile, journalFile, link); !hostFilesSame(hostFiles, now, journalFile) {
+		t.Errorf("host files named by the bad input changed:\nbefore %v\nafter  %v", hostFiles, now)
+	}
+	if _, err := os.Lstat(notCreated); err == nil {
+		t.Errorf("stdin %s was created", notCreated)
+	}
 
 	// A failed start leaves its id free at once.
 	create(t, d, badExeID, good)
@@ -326,4 +363,48 @@ func TestBadInput(t *testing.T) {
 	evs2.Expect("exit " + badExeID + " init 137")
 	signal(t, d, live, "init", syscall.SIGKILL)
 	evs.Expect("exit "+live+" ex 137", "exit "+live+" init 137")
+}
+
+// fileFacts is what a write, truncation or replacement of a file changes.
+type fileFacts struct {
+	Size  int64
+	Mode  fs.FileMode
+	Inode uint64
+	Head  string
+}
+
+func snapshotFiles(t *testing.T, paths ...string) map[string]fileFacts {
+	t.Helper()
+	out := map[string]fileFacts{}
+	for _, p := range paths {
+		st, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := fileFacts{Size: st.Size(), Mode: st.Mode(), Inode: st.Sys().(*syscall.Stat_t).Ino}
+		if st.Mode().IsRegular() {
+			data, _ := os.ReadFile(p)
+			f.Head = string(data[:min(len(data), 64)])
+		}
+		out[p] = f
+	}
+	return out
+}
+
+// hostFilesSame compares two snapshots; the journal may only have grown
+// (the test's own events; too few to compact it), from the same first bytes.
+func hostFilesSame(a, b map[string]fileFacts, journal string) bool {
+	for p, fa := range a {
+		fb := b[p]
+		if p == journal {
+			if fb.Size < fa.Size || fb.Head != fa.Head {
+				return false
+			}
+			continue
+		}
+		if fa != fb {
+			return false
+		}
+	}
+	return true
 }
