@@ -32,9 +32,12 @@ $(BIN)/ctr: $(GOFILES) go.mod go.sum
 $(BIN)/containerd-shim: $(GOFILES) go.mod go.sum
 	CGO_ENABLED=0 $(GO) build -ldflags '-s -w' -trimpath -o $@ ./shim
 
-# runc from the version pinned in go.mod (a `tool` directive); needs cgo for nsenter.
-$(BIN)/runc: go.mod go.sum
-	CGO_ENABLED=1 $(GO) build -trimpath -o $@ github.com/opencontainers/runc
+# runc from the version pinned in go.mod (a `tool` directive); needs cgo for
+# nsenter, and libseccomp-dev (with pkg-config) for the `seccomp` tag, so that
+# bundles with a seccomp profile run as under a distribution's runc.
+$(BIN)/runc: go.mod go.sum Makefile
+	@pkg-config --exists libseccomp || { echo "bin/runc needs libseccomp-dev and pkg-config: apt-get install libseccomp-dev pkg-config" >&2; exit 1; }
+	CGO_ENABLED=1 $(GO) build -tags seccomp -trimpath -o $@ github.com/opencontainers/runc
 
 # The static init of every test rootfs.
 $(BIN)/testinit: integration/testinit/main.go

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,7 +11,7 @@ import (
 	"time"
 
 	"github.com/evjournal/containerd/api/errdefs"
-	"github.com/evjournal/containerd/specs"
+	"github.com/evjournal/containerd/bundle"
 )
 
 // Defaults for the zero values of ContainerOpts.
@@ -39,8 +38,7 @@ type ContainerOpts struct {
 // bundle's spec and its processes. Methods are safe for concurrent use.
 type Container struct {
 	root string
-	rec  containerRecord // immutable after New/Load
-	spec *specs.Spec     // immutable; nil after Load if the bundle's config.json is unreadable
+	rec  containerRecord // immutable after New/Load; rec.Spec is nil only in a record from before it was kept
 
 	mu        sync.Mutex
 	retired   bool                // guarded by mu: the dir is Root/.retired/<id>.<incarnation>
@@ -50,7 +48,8 @@ type Container struct {
 // New validates opts, then creates Root/ID (0700) holding state.json. On any
 // error nothing is left on disk. A duplicate id is ErrAlreadyExists with the
 // text "mkdir <Root>/<ID>: file exists"; a missing bundle is ErrNotFound with
-// "open <bundle>/config.json: no such file or directory".
+// "open <bundle>/config.json: no such file or directory". config.json is
+// read once, here, bounded (bundle.ReadFile); Load never reads it again.
 func New(opts ContainerOpts) (*Container, error) {
 	if err := ValidateID(opts.ID); err != nil {
 		return nil, err
@@ -58,20 +57,20 @@ func New(opts ContainerOpts) (*Container, error) {
 	if opts.Root == "" {
 		return nil, fmt.Errorf("container %q: empty state dir: %w", opts.ID, errdefs.ErrInvalidArgument)
 	}
-	spec, err := readBundleSpec(opts.Bundle)
+	spec, err := bundle.ReadConfig(opts.Bundle)
 	if err != nil {
 		return nil, err
 	}
-	c := &Container{root: opts.Root, rec: newRecord(opts), spec: spec, processes: map[string]*Process{}}
+	c := &Container{root: opts.Root, rec: newRecord(opts, spec), processes: map[string]*Process{}}
 	if err := c.createDir(); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func newRecord(o ContainerOpts) containerRecord {
+func newRecord(o ContainerOpts, spec *bundle.Config) containerRecord {
 	r := containerRecord{
-		ID: o.ID, Bundle: o.Bundle, Runtime: o.Runtime, RuntimeArgs: o.RuntimeArgs, Shim: o.Shim,
+		ID: o.ID, Bundle: o.Bundle, Spec: spec, Runtime: o.Runtime, RuntimeArgs: o.RuntimeArgs, Shim: o.Shim,
 		Labels: o.Labels, NoPivotRoot: o.NoPivotRoot, Created: time.Now().UTC(),
 		Incarnation: randomHex(8), StartTimeout: o.StartTimeout,
 	}
@@ -85,29 +84,6 @@ func newRecord(o ContainerOpts) containerRecord {
 		r.StartTimeout = DefaultStartTimeout
 	}
 	return r
-}
-
-// readBundleSpec checks that bundle is absolute and parses its config.json.
-func readBundleSpec(bundle string) (*specs.Spec, error) {
-	if bundle == "" || !filepath.IsAbs(bundle) {
-		return nil, fmt.Errorf("bundle path %q is not absolute: %w", bundle, errdefs.ErrInvalidArgument)
-	}
-	path := filepath.Join(bundle, "config.json")
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, errdefs.Mark(err, errdefs.ErrNotFound) // "open <bundle>/config.json: no such file or directory"
-	case err != nil:
-		return nil, errdefs.Mark(err, errdefs.ErrInvalidArgument)
-	}
-	var spec specs.Spec
-	if err := json.Unmarshal(data, &spec); err != nil {
-		return nil, fmt.Errorf("%s: invalid JSON: %v: %w", path, err, errdefs.ErrInvalidArgument)
-	}
-	if spec.Process == nil {
-		return nil, fmt.Errorf("%s: no process: %w", path, errdefs.ErrInvalidArgument)
-	}
-	return &spec, nil
 }
 
 // createDir makes Root/ID and writes state.json, under the id lock so that a
@@ -150,9 +126,9 @@ func (c *Container) Incarnation() string { return c.rec.Incarnation }
 // Created is when New made the container.
 func (c *Container) Created() time.Time { return c.rec.Created }
 
-// Spec is the bundle's parsed config.json. After Load it is nil when the
-// bundle's config.json can no longer be read.
-func (c *Container) Spec() *specs.Spec { return c.spec }
+// Spec is what the daemon kept of the bundle's config.json at create; nil
+// only for a container recorded before the daemon kept it.
+func (c *Container) Spec() *bundle.Config { return c.rec.Spec }
 
 // Dir is the container's state dir: Root/ID, or its retired place.
 func (c *Container) Dir() string {

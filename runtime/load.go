@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/evjournal/containerd/specs"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
@@ -43,7 +42,7 @@ func loadContainer(root, dir string, retired bool) (*Container, error) {
 	if rec.ID == "" || rec.Incarnation == "" {
 		return nil, fmt.Errorf("%s: no id or incarnation", filepath.Join(dir, stateFile))
 	}
-	c := &Container{root: root, rec: rec, spec: loadSpec(rec.Bundle), retired: retired, processes: map[string]*Process{}}
+	c := &Container{root: root, rec: rec, retired: retired, processes: map[string]*Process{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -71,15 +70,6 @@ func (c *Container) loadEntry(dir string, e fs.DirEntry, lenient bool) error {
 		c.processes[p.id] = p
 	}
 	return nil
-}
-
-// loadSpec parses the bundle's config.json, or gives nil if it is gone.
-func loadSpec(bundle string) *specs.Spec {
-	spec, err := readBundleSpec(bundle)
-	if err != nil {
-		return nil
-	}
-	return spec
 }
 
 // loadProcess rebuilds one process. A dir without process.json or exit FIFO

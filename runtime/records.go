@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"encoding/json"
+	"github.com/evjournal/containerd/bundle"
 	"path/filepath"
 	"time"
 
@@ -28,23 +30,30 @@ const (
 // containerRecord is state.json: everything Load needs to rebuild a Container
 // without the daemon's memory or runc.
 type containerRecord struct {
-	ID           string        `json:"id"`
-	Bundle       string        `json:"bundle"`
-	Runtime      string        `json:"runtime"`
-	RuntimeArgs  []string      `json:"runtimeArgs,omitempty"`
-	Shim         string        `json:"shim"`
-	Labels       []string      `json:"labels,omitempty"`
-	NoPivotRoot  bool          `json:"noPivotRoot,omitempty"`
-	Created      time.Time     `json:"created"`
-	Incarnation  string        `json:"incarnation"`
-	StartTimeout time.Duration `json:"startTimeout,omitempty"`
+	ID     string `json:"id"`
+	Bundle string `json:"bundle"`
+	// Spec is what the daemon needs of the bundle's config.json, read at
+	// create: a restart never reads the client's bundle again.
+	Spec         *bundle.Config `json:"spec,omitempty"`
+	Runtime      string         `json:"runtime"`
+	RuntimeArgs  []string       `json:"runtimeArgs,omitempty"`
+	Shim         string         `json:"shim"`
+	Labels       []string       `json:"labels,omitempty"`
+	NoPivotRoot  bool           `json:"noPivotRoot,omitempty"`
+	Created      time.Time      `json:"created"`
+	Incarnation  string         `json:"incarnation"`
+	StartTimeout time.Duration  `json:"startTimeout,omitempty"`
 }
 
 // processRecord is process.json, written by the daemon before the shim
 // starts (layout in docs/shim-contract.md).
 type processRecord struct {
-	Exec           bool               `json:"exec"`
-	Process        specs.ProcessSpec  `json:"process"`
+	Exec bool `json:"exec"`
+	// Process is written in dialect, the bundle's spec version's shape
+	// (the shim hands it to `runc exec --process` as it is), and read back
+	// in either shape; see MarshalJSON.
+	Process        specs.ProcessSpec `json:"-"`
+	dialect        bundle.Dialect
 	Stdin          string             `json:"stdin"`
 	Stdout         string             `json:"stdout"`
 	Stderr         string             `json:"stderr"`
@@ -58,6 +67,43 @@ type processRecord struct {
 	RootGID        uint32             `json:"rootGID"`
 }
 
+// MarshalJSON writes the process object in the record's dialect.
+func (r processRecord) MarshalJSON() ([]byte, error) {
+	raw, err := r.dialect.EncodeProcess(r.Process)
+	if err != nil {
+		return nil, err
+	}
+	type plain processRecord // no methods: no recursion
+	return json.Marshal(struct {
+		plain
+		Process json.RawMessage `json:"process"`
+	}{plain(r), raw})
+}
+
+// UnmarshalJSON reads the process object in either dialect and remembers
+// which, so a record written back keeps it.
+func (r *processRecord) UnmarshalJSON(data []byte) error {
+	type plain processRecord
+	var v struct {
+		plain
+		Process json.RawMessage `json:"process"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*r = processRecord(v.plain)
+	if len(v.Process) == 0 {
+		return nil
+	}
+	p, capList, err := bundle.DecodeProcess(v.Process)
+	if err != nil {
+		return err
+	}
+	r.Process = p
+	r.dialect = bundle.Dialect{CapabilityList: capList != nil && *capList}
+	return nil
+}
+
 // shimCheckpointOpts are the restore settings the shim passes to runc restore.
 type shimCheckpointOpts struct {
 	TCP         bool     `json:"tcp"`
@@ -68,25 +114,6 @@ type shimCheckpointOpts struct {
 
 func (r *processRecord) stdio() Stdio {
 	return Stdio{Stdin: r.Stdin, Stdout: r.Stdout, Stderr: r.Stderr}
-}
-
-// rootIDs returns the host uid and gid that container uid/gid 0 map to when
-// the spec has a user namespace, else 0, 0.
-func rootIDs(spec *specs.Spec) (uid, gid uint32) {
-	if spec == nil || spec.Linux == nil {
-		return 0, 0
-	}
-	for _, m := range spec.Linux.UIDMappings {
-		if m.ContainerID == 0 {
-			uid = m.HostID
-		}
-	}
-	for _, m := range spec.Linux.GIDMappings {
-		if m.ContainerID == 0 {
-			gid = m.HostID
-		}
-	}
-	return uid, gid
 }
 
 // retiredName is the name of a retired container's dir under Root/.retired.

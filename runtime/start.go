@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/evjournal/containerd/bundle"
 	"github.com/evjournal/containerd/specs"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -46,10 +47,10 @@ func (c *Container) Create(ctx context.Context, opts CreateOpts) (*Process, erro
 }
 
 func (c *Container) initRecord(opts CreateOpts) (processRecord, error) {
-	if c.spec == nil {
+	if c.rec.Spec == nil {
 		return processRecord{}, fmt.Errorf("container %q: bundle config.json unavailable: %w", c.rec.ID, errdefs.ErrFailedPrecondition)
 	}
-	rec := c.newRecord(*c.spec.Process, opts.Stdio)
+	rec := c.newRecord(c.rec.Spec.Process, opts.Stdio)
 	rec.NoPivotRoot = c.rec.NoPivotRoot
 	if opts.Checkpoint != "" {
 		co, err := restoreOpts(opts.Checkpoint, opts.CheckpointOpts)
@@ -77,12 +78,19 @@ func (c *Container) Exec(ctx context.Context, pid string, spec specs.ProcessSpec
 	return c.startProcess(ctx, pid, rec, func() error { return nil })
 }
 
+// newRecord describes a process of this container. Its process object is
+// written in the dialect of the bundle's spec version, as the container's
+// runtime reads it (a record from before the daemon kept the bundle's
+// config: today's dialect, root ids 0).
 func (c *Container) newRecord(spec specs.ProcessSpec, stdio Stdio) processRecord {
-	uid, gid := rootIDs(c.spec)
+	var bc bundle.Config
+	if c.rec.Spec != nil {
+		bc = *c.rec.Spec
+	}
 	return processRecord{
-		Process: spec, Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr,
+		Process: spec, dialect: bc.Dialect, Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr,
 		Terminal: spec.Terminal, Runtime: c.rec.Runtime, RuntimeArgs: nonNil(c.rec.RuntimeArgs),
-		CheckpointOpts: shimCheckpointOpts{EmptyNS: []string{}}, RootUID: uid, RootGID: gid,
+		CheckpointOpts: shimCheckpointOpts{EmptyNS: []string{}}, RootUID: bc.RootUID, RootGID: bc.RootGID,
 	}
 }
 

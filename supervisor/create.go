@@ -11,6 +11,7 @@ import (
 	"github.com/evjournal/containerd/monitor"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor/journal"
+	"github.com/sirupsen/logrus"
 )
 
 // CreateContainer creates and starts a container. Its start-container event
@@ -19,11 +20,24 @@ import (
 // id free when the error is returned.
 func (s *Supervisor) CreateContainer(ctx context.Context, r CreateRequest) (ContainerInfo, error) {
 	if err := runtime.ValidateID(r.ID); err != nil {
+		s.logRejected(r, err)
 		return ContainerInfo{}, err
 	}
 	return call(ctx, s, "create", func(done func(ContainerInfo, error)) {
-		s.startCreate(ctx, r, done)
+		s.startCreate(ctx, r, func(info ContainerInfo, err error) {
+			if err != nil {
+				s.logRejected(r, err)
+			}
+			done(info, err)
+		})
 	})
+}
+
+// logRejected says at info level why a create failed: the client gets the
+// error, but an operator looking at the daemon's log must see it too (a
+// client of the 0.2 era may show nothing).
+func (s *Supervisor) logRejected(r CreateRequest, err error) {
+	s.log.WithFields(logrus.Fields{"container": r.ID, "bundle": r.Bundle}).WithError(err).Info("create rejected")
 }
 
 // startCreate reserves the id in the loop, then runs the slow part on a

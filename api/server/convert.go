@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/evjournal/containerd/api/types"
+	"github.com/evjournal/containerd/bundle"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/specs"
 	"github.com/evjournal/containerd/supervisor"
@@ -92,7 +93,7 @@ func execRequest(r *types.AddProcessRequest) supervisor.ExecRequest {
 		Args:            r.GetArgs(),
 		Env:             r.GetEnv(),
 		Cwd:             r.GetCwd(),
-		Capabilities:    capabilitySets(r.GetCapabilities()),
+		Capabilities:    bundle.CapabilitySets(r.GetCapabilities()),
 		ApparmorProfile: r.GetApparmorProfile(),
 		SelinuxLabel:    r.GetSelinuxLabel(),
 		NoNewPrivileges: r.GetNoNewPrivileges(),
@@ -103,19 +104,6 @@ func execRequest(r *types.AddProcessRequest) supervisor.ExecRequest {
 		Pid:   r.GetPid(),
 		Spec:  spec,
 		Stdio: runtime.Stdio{Stdin: r.GetStdin(), Stdout: r.GetStdout(), Stderr: r.GetStderr()},
-	}
-}
-
-// capabilitySets gives each of the four sets its own copy of caps, so that
-// nothing downstream can change one set through another. It is never nil:
-// a nil Capabilities would let a runtime fall back to a default set.
-func capabilitySets(caps []string) *specs.LinuxCapabilities {
-	set := func() []string { return append([]string{}, caps...) }
-	return &specs.LinuxCapabilities{
-		Bounding:    set(),
-		Effective:   set(),
-		Inheritable: set(),
-		Permitted:   set(),
 	}
 }
 

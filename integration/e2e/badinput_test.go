@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -84,13 +85,19 @@ func TestBadInput(t *testing.T) {
 	noConfig := filepath.Join(dir, "no-config")
 	badJSON := filepath.Join(dir, "bad-json")
 	notObject := filepath.Join(dir, "not-object")
-	for _, p := range []string{noConfig, badJSON, notObject} {
+	fifoCfg := filepath.Join(dir, "fifo-config")
+	zeroCfg := filepath.Join(dir, "zero-config")
+	bigCfg := filepath.Join(dir, "big-config")
+	for _, p := range []string{noConfig, badJSON, notObject, fifoCfg, zeroCfg, bigCfg} {
 		if err := os.Mkdir(p, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	os.WriteFile(filepath.Join(badJSON, "config.json"), []byte("{not json"), 0o644)
 	os.WriteFile(filepath.Join(notObject, "config.json"), []byte(`"a string"`), 0o644)
+	unix.Mkfifo(filepath.Join(fifoCfg, "config.json"), 0o600)
+	os.Symlink("/dev/zero", filepath.Join(zeroCfg, "config.json"))
+	os.WriteFile(filepath.Join(bigCfg, "config.json"), make([]byte, 5<<20), 0o644)
 	aFile := filepath.Join(dir, "a-file")
 	os.WriteFile(aFile, nil, 0o644)
 	noProcess := fixture.NewBundle(t)
@@ -171,6 +178,12 @@ func TestBadInput(t *testing.T) {
 		{"create: invalid JSON", createC(&types.CreateContainerRequest{Id: "badjson", BundlePath: badJSON}), codes.InvalidArgument, "~config.json"},
 		{"create: JSON not an object", createC(&types.CreateContainerRequest{Id: "notobj", BundlePath: notObject}), codes.InvalidArgument, "~config.json"},
 		{"create: no process in config.json", createC(&types.CreateContainerRequest{Id: "noproc", BundlePath: noProcess.Path}), codes.InvalidArgument, "~process"},
+		{"create: config.json a FIFO", createC(&types.CreateContainerRequest{Id: "fifocfg", BundlePath: fifoCfg}), codes.InvalidArgument,
+			fifoCfg + "/config.json: not a regular file (p---------): invalid argument"},
+		{"create: config.json /dev/zero", createC(&types.CreateContainerRequest{Id: "zerocfg", BundlePath: zeroCfg}), codes.InvalidArgument,
+			zeroCfg + "/config.json: not a regular file (Dc---------): invalid argument"},
+		{"create: config.json of 5 MiB", createC(&types.CreateContainerRequest{Id: "bigcfg", BundlePath: bigCfg}), codes.InvalidArgument,
+			bigCfg + "/config.json: larger than the 4194304-byte limit: invalid argument"},
 		{"create: relative bundle", createC(&types.CreateContainerRequest{Id: "rel", BundlePath: "relative/bundle"}), codes.InvalidArgument, "~relative/bundle"},
 		{"create: missing executable", createC(&types.CreateContainerRequest{Id: badExeID, BundlePath: badExe.Path}), codes.Internal,
 			"~oci runtime error: "},

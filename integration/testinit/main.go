@@ -18,12 +18,15 @@
 //	winsize           print "winsize ROWSxCOLS" now and after each SIGWINCH, until killed
 //	ready FILE        create FILE (in the container) to say the steps before it are done
 //	pid               print "pid N" of this process
+//	mkdir DIR         try to make DIR; print "mkdir DIR: ok" or "mkdir DIR: <error>" and go on
+//	                  (the seccomp test denies the syscall and reads which it was)
 //
 // With no arguments it sleeps until killed.
 package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -105,6 +108,8 @@ func run(step []string) error {
 	case "pid":
 		_, err := fmt.Printf("pid %d\n", os.Getpid())
 		return err
+	case "mkdir":
+		return tryMkdir(first(args))
 	case "child-sleep":
 		// used by fork: the children just wait to be killed
 		sleepForever()
@@ -117,6 +122,17 @@ func first(args []string) string {
 		return ""
 	}
 	return args[0]
+}
+
+// tryMkdir reports the outcome rather than failing the init: the caller
+// asserts on which error the kernel (or a seccomp filter) gave.
+func tryMkdir(dir string) error {
+	result := "ok"
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		result = errors.Unwrap(err).Error()
+	}
+	_, err := fmt.Printf("mkdir %s: %s\n", dir, result)
+	return err
 }
 
 func sleep(args []string) error {
