@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -278,6 +279,11 @@ func TestBadInput(t *testing.T) {
 		{"checkpoint delete: relative dir", cpDelete(&types.DeleteCheckpointRequest{Id: live, Name: "c", CheckpointDir: "rel"}),
 			codes.InvalidArgument, "~not an absolute path"},
 
+		{"checkpoint delete: a host dir", cpDelete(&types.DeleteCheckpointRequest{Id: live, Name: "no-config", CheckpointDir: dir}),
+			codes.FailedPrecondition, "~" + noConfig + " is not a checkpoint this daemon wrote"},
+		{"checkpoint delete: the state dir", cpDelete(&types.DeleteCheckpointRequest{Id: live, Name: live, CheckpointDir: stateDir}),
+			codes.FailedPrecondition, "~not a checkpoint this daemon wrote"},
+
 		// Events.
 		{"events: storedOnly without timestamp", events(&types.EventsRequest{StoredOnly: true}), codes.InvalidArgument,
 			"invalid parameter: StoredOnly cannot be specified without setting a valid Timestamp"},
@@ -290,6 +296,13 @@ func TestBadInput(t *testing.T) {
 		{"events: year before 1", events(&types.EventsRequest{Timestamp: &timestamppb.Timestamp{Seconds: -1e12}}),
 			codes.InvalidArgument, "~invalid timestamp"},
 		{"events: afterSeq far ahead", events(&types.EventsRequest{StoredOnly: true, AfterSeq: math.MaxUint64}), codes.OK, ""},
+	}
+
+	// A checkpoint that fails (here: no CRIU) into dirs it had to make
+	// outside the state dir leaves none of them (the decoy dir check).
+	if _, err := exec.LookPath("criu"); err != nil {
+		cases = append(cases, badCase{"checkpoint create: fails into new dirs outside", cpCreate(&types.CreateCheckpointRequest{Id: live,
+			Checkpoint: &types.Checkpoint{Name: "c"}, CheckpointDir: filepath.Join(dir, "new", "deep")}), codes.FailedPrecondition, "~CRIU"})
 	}
 
 	// Every RPC that takes a container id, with each bad id: creating is
@@ -318,6 +331,7 @@ func TestBadInput(t *testing.T) {
 
 	before := state(t, d, live)
 	treeBefore := dirTree(t, d.StateDir)
+	decoyBefore := dirTree(t, dir)
 	pid := d.Pid()
 	for _, tc := range cases {
 		ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
@@ -360,6 +374,9 @@ func TestBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(good.Path, "config.json")); err != nil {
 		t.Errorf("the bundle was damaged: %v", err)
+	}
+	if decoyAfter := dirTree(t, dir); !slices.Equal(decoyAfter, decoyBefore) {
+		t.Errorf("the dir the bad input named changed:\nbefore %q\nafter  %q", decoyBefore, decoyAfter)
 	}
 	if now := snapshotFiles(t, hostFile, journalFile, link); !hostFilesSame(hostFiles, now, journalFile) {
 		t.Errorf("host files named by the bad input changed:\nbefore %v\nafter  %v", hostFiles, now)
