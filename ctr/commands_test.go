@@ -64,6 +64,7 @@ func TestStartDetachedToFiles(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	os.Mkdir("bundle", 0o755)
+	os.WriteFile("out.log", []byte("a previous run's output"), 0o644)
 	code, _, errOut := runCtr(t, "", "--address", addr, "containers", "start", "--stdout", "out.log",
 		"--runtime", "crun", "--runtime-args", "--root=/r,x", "c1", "bundle")
 	if code != 0 {
@@ -74,8 +75,8 @@ func TestStartDetachedToFiles(t *testing.T) {
 		r.GetRuntime() != "crun" || strings.Join(r.GetRuntimeArgs(), " ") != "--root=/r,x" {
 		t.Fatalf("request %v", r)
 	}
-	if _, err := os.Stat("out.log"); err != nil {
-		t.Fatal("stdout file not created")
+	if _, err := os.Stat("out.log"); err == nil {
+		t.Fatal("the stdout file is still there: the daemon refuses to write into an existing file")
 	}
 }
 

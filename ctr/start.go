@@ -161,6 +161,9 @@ func inputFile(path string) (string, error) {
 	return abs, nil
 }
 
+// outputFile makes path absolute and removes a regular file left there (a
+// previous run's output, which --stdout FILE always replaced): the daemon
+// writes only into a path that does not exist yet, creating it 0600.
 func outputFile(path string) (string, error) {
 	if path == "" {
 		return "", nil
@@ -169,11 +172,12 @@ func outputFile(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return "", err
+	if st, err := os.Lstat(abs); err == nil && st.Mode().IsRegular() {
+		if err := os.Remove(abs); err != nil {
+			return "", err
+		}
 	}
-	return abs, f.Close()
+	return abs, nil
 }
 
 // noStdioFiles rejects --stdin/--stdout/--stderr with --attach, where ctr's

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	gorunc "github.com/containerd/go-runc"
@@ -57,17 +58,29 @@ func (c *Container) checkpointDir(dir string) string {
 
 // Checkpoint saves the container to <dir>/<o.Name> (v0.2 semantics, compat
 // doc 3.7): mkdir -p dir, mkdir dir/name (a name in use is ErrAlreadyExists),
-// write config.json, then `runc [args] checkpoint --image-path <p> --work-path
-// <p>/criu.work ...`. A failed checkpoint leaves no dir/name behind.
+// write config.json and the marker that lets DeleteCheckpoint remove it,
+// then `runc [args] checkpoint --image-path <p> --work-path <p>/criu.work
+// ...`. A failed checkpoint leaves nothing it made behind: neither dir/name
+// nor the dirs of dir it created.
 func (c *Container) Checkpoint(ctx context.Context, dir string, o CheckpointOpts) error {
 	if err := ValidateID(o.Name); err != nil {
 		return fmt.Errorf("container %q: checkpoint: %w", c.rec.ID, err)
 	}
 	dir = c.checkpointDir(dir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	made, err := mkdirAllTracked(dir)
+	if err != nil {
 		return fmt.Errorf("container %q: checkpoint: %w", c.rec.ID, err)
 	}
-	path := filepath.Join(dir, o.Name)
+	if err := c.checkpointNew(ctx, filepath.Join(dir, o.Name), o); err != nil {
+		removeMade(made)
+		return err
+	}
+	return nil
+}
+
+// checkpointNew makes path (it must not exist) and checkpoints into it; on
+// failure path is removed.
+func (c *Container) checkpointNew(ctx context.Context, path string, o CheckpointOpts) error {
 	if err := os.Mkdir(path, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return errdefs.Mark(err, errdefs.ErrAlreadyExists)
@@ -81,10 +94,41 @@ func (c *Container) Checkpoint(ctx context.Context, dir string, o CheckpointOpts
 	return nil
 }
 
+// mkdirAllTracked is os.MkdirAll that returns the dirs it created, deepest
+// last, so that a failure can remove exactly those.
+func mkdirAllTracked(dir string) ([]string, error) {
+	var missing []string
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil || p == filepath.Dir(p) {
+			break
+		}
+		missing = append(missing, p)
+	}
+	slices.Reverse(missing)
+	for i, p := range missing {
+		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			removeMade(missing[:i])
+			return nil, err
+		}
+	}
+	return missing, nil
+}
+
+// removeMade removes the dirs mkdirAllTracked made, deepest first; each
+// only if empty (os.Remove), so nothing someone put there meanwhile is lost.
+func removeMade(dirs []string) {
+	for i := len(dirs) - 1; i >= 0; i-- {
+		os.Remove(dirs[i])
+	}
+}
+
 func (c *Container) checkpointInto(ctx context.Context, path string, o CheckpointOpts) error {
 	rec := checkpointRecord{Created: time.Now().UTC(), Name: o.Name, TCP: o.TCP, UnixSockets: o.UnixSockets,
 		Shell: o.Shell, Exit: o.Exit, EmptyNS: o.EmptyNS}
 	if err := writeJSON(filepath.Join(path, "config.json"), &rec); err != nil {
+		return fmt.Errorf("container %q: checkpoint: %w", c.rec.ID, err)
+	}
+	if err := writeJSON(filepath.Join(path, checkpointMarker), markerOf(o.Name)); err != nil {
 		return fmt.Errorf("container %q: checkpoint: %w", c.rec.ID, err)
 	}
 	var actions []gorunc.CheckpointAction
@@ -126,7 +170,7 @@ func (c *Container) Checkpoints(dir string) ([]Checkpoint, error) {
 			continue
 		}
 		var rec checkpointRecord
-		if err := readJSON(filepath.Join(dir, e.Name(), "config.json"), &rec); err != nil {
+		if err := readClientJSON(filepath.Join(dir, e.Name(), "config.json"), &rec); err != nil {
 			return nil, fmt.Errorf("container %q: checkpoint %q: %w", c.rec.ID, e.Name(), err)
 		}
 		out = append(out, rec.checkpoint())
@@ -135,11 +179,22 @@ func (c *Container) Checkpoints(dir string) ([]Checkpoint, error) {
 }
 
 // DeleteCheckpoint removes <dir>/<name>; a missing checkpoint is success.
+// The dir is a client's path, and the daemon runs as root: only a real
+// directory holding the marker a Checkpoint of this daemon wrote for that
+// name is removed; anything else is ErrFailedPrecondition, untouched.
 func (c *Container) DeleteCheckpoint(dir, name string) error {
 	if err := ValidateID(name); err != nil {
 		return fmt.Errorf("container %q: delete checkpoint: %w", c.rec.ID, err)
 	}
-	if err := os.RemoveAll(filepath.Join(c.checkpointDir(dir), name)); err != nil {
+	path := filepath.Join(c.checkpointDir(dir), name)
+	err := checkMarker(path, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("container %q: delete checkpoint %q: %w", c.rec.ID, name, err)
+	}
+	if err := os.RemoveAll(path); err != nil {
 		return fmt.Errorf("container %q: delete checkpoint %q: %w", c.rec.ID, name, err)
 	}
 	return nil
@@ -153,7 +208,7 @@ func restoreOpts(image string, o CheckpointOpts) (shimCheckpointOpts, error) {
 	}
 	if o.isZero() {
 		var rec checkpointRecord
-		err := readJSON(filepath.Join(image, "config.json"), &rec)
+		err := readClientJSON(filepath.Join(image, "config.json"), &rec)
 		if errors.Is(err, fs.ErrNotExist) {
 			return shimCheckpointOpts{}, errdefs.Mark(err, errdefs.ErrNotFound)
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -72,6 +73,23 @@ func TestDeleteCheckpoint(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(c.Bundle(), "config.json")); err != nil {
 		t.Fatalf("the bundle was touched: %v", err)
 	}
+	// A dir the daemon did not write (no marker, a marker of another
+	// name, a symlink to a real checkpoint) is refused and left alone.
+	writeCheckpoint(t, dir, "host-dir", `{"name":"host-dir"}`)
+	writeMarker(t, dir, "other", "cp")
+	os.Symlink(filepath.Join(dir, "cp"), filepath.Join(dir, "link"))
+	for _, name := range []string{"host-dir", "other", "link"} {
+		if err := c.DeleteCheckpoint(dir, name); !errdefs.IsFailedPrecondition(err) || !strings.Contains(err.Error(), "not a checkpoint this daemon wrote") {
+			t.Errorf("DeleteCheckpoint(%q): %v, want FailedPrecondition", name, err)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s was removed", name)
+		}
+	}
+	for _, name := range []string{"host-dir", "other", "link"} {
+		os.RemoveAll(filepath.Join(dir, name))
+	}
+	writeMarker(t, dir, "cp", "cp")
 	if err := c.DeleteCheckpoint(dir, "cp"); err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +98,34 @@ func TestDeleteCheckpoint(t *testing.T) {
 	}
 	if left := dirEntries(t, dir); len(left) != 0 {
 		t.Fatalf("left: %v", left)
+	}
+}
+
+// writeMarker makes dir/name a checkpoint that the daemon wrote for the
+// checkpoint named forName.
+func writeMarker(t *testing.T, dir, name, forName string) {
+	t.Helper()
+	writeCheckpoint(t, dir, name, `{"name":"`+name+`"}`)
+	marker := `{"checkpoint":"` + forName + `","writtenBy":"containerd"}`
+	if err := os.WriteFile(filepath.Join(dir, name, "containerd-checkpoint.json"), []byte(marker), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFailedCheckpointCleansUp: a checkpoint that fails (no runc state for
+// this container) removes the checkpoint dir and every dir it made on the
+// way, and nothing that was there before.
+func TestFailedCheckpointCleansUp(t *testing.T) {
+	e := newEnv(t)
+	c := e.newContainer(t, fixture.NewBundle(t, sleeper))
+	base := t.TempDir()
+	os.WriteFile(filepath.Join(base, "keep"), nil, 0o600)
+	err := c.Checkpoint(context.Background(), filepath.Join(base, "new", "deep"), runtime.CheckpointOpts{Name: "cp"})
+	if err == nil {
+		t.Fatal("Checkpoint of a container runc does not know succeeded")
+	}
+	if left := dirEntries(t, base); !reflect.DeepEqual(left, []string{"keep"}) {
+		t.Fatalf("after the failed checkpoint %s holds %v, want only keep", base, left)
 	}
 }
 

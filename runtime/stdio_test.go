@@ -2,6 +2,8 @@ package runtime_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -69,4 +71,23 @@ func TestExecStdio(t *testing.T) {
 	}
 	readUntil(t, out, "from exec\n")
 	wantStatus(t, p, 0)
+}
+
+// TestShimRefusesHostFileOutput: the shim itself (not only the daemon's
+// request check) refuses an output naming an existing file, so a file
+// swapped in after the check is not written; the create fails, the file is
+// unchanged and the container can be deleted.
+func TestShimRefusesHostFileOutput(t *testing.T) {
+	e := newEnv(t)
+	host := filepath.Join(t.TempDir(), "host-file")
+	os.WriteFile(host, []byte("precious"), 0o644)
+	c := e.newContainer(t, fixture.NewBundle(t, fixture.Args("echo", "overwritten")))
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if _, err := c.Create(ctx, runtime.CreateOpts{Stdio: runtime.Stdio{Stdout: host}}); err == nil || !strings.Contains(err.Error(), host) {
+		t.Fatalf("Create with stdout %s: %v, want an error naming it", host, err)
+	}
+	if data, _ := os.ReadFile(host); string(data) != "precious" {
+		t.Fatalf("host file now %q", data)
+	}
 }

@@ -24,8 +24,9 @@ type stdio struct {
 	runcStderr tail     // runc's stderr during the start (error fallback)
 	stderrCopy *copier  // the copy that records runcStderr; nil if none
 	outputs    []*copier
-	last       atomic.Int64 // last byte moved by an output copy (unix ns)
-	tty        *tty         // nil without a terminal
+	last       atomic.Int64        // last byte moved by an output copy (unix ns)
+	tty        *tty                // nil without a terminal
+	opened     map[string]*os.File // output paths opened so far, by path
 
 	mu sync.Mutex
 	// keepAlive is a write handle on the stdin FIFO, so the process sees
@@ -52,33 +53,48 @@ func newStdio(cfg *processConfig) (*stdio, error) {
 	return s, err // with an error, s is returned for close
 }
 
-// openStdin opens the client's stdin FIFO: first the keep-alive write
-// handle (a FIFO opened read-write never blocks), then the read end, which
-// then does not block either.
+// openStdin opens the client's stdin read-only (see openInput). For a FIFO
+// it also takes a keep-alive write handle on that same FIFO (it writes
+// nothing), so the process sees EOF only after close-stdin AND the
+// client's close; the read end being open, that open does not block.
 func (s *stdio) openStdin(path string) error {
 	if path == "" {
 		return nil
 	}
-	keep, err := os.OpenFile(path, os.O_RDWR|unix.O_NONBLOCK, 0)
+	r, err := openInput(path)
+	if err != nil {
+		return err
+	}
+	s.stdinR = r
+	if fileType(int(r.Fd())) != unix.S_IFIFO {
+		return nil
+	}
+	keep, err := reopen(int(r.Fd()), path, unix.O_WRONLY|unix.O_NONBLOCK)
 	if err != nil {
 		return wrap("open stdin", err)
 	}
-	r, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return wrap("open stdin", err)
-	}
-	s.keepAlive, s.stdinR = keep, r
+	s.keepAlive = keep
 	return nil
 }
 
-// openOutput opens a client's output path read-write: the open never waits
-// for a reader, and a write never fails with EPIPE when the client goes
-// away (it waits for a new reader while the FIFO is full).
-func openOutput(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, wrap("open output", err)
+// output opens an output path once: stdout and stderr naming the same path
+// (a file this shim creates) share one open file.
+func (s *stdio) output(path string) (*os.File, error) {
+	if f, ok := s.opened[path]; ok {
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return nil, wrap("dup output", err)
+		}
+		return os.NewFile(uintptr(fd), path), nil
 	}
+	f, err := openOutput(path)
+	if err != nil {
+		return nil, err
+	}
+	if s.opened == nil {
+		s.opened = map[string]*os.File{}
+	}
+	s.opened[path] = f
 	return f, nil
 }
 
@@ -107,7 +123,7 @@ func (s *stdio) openPipes(cfg *processConfig) error {
 // pipeOut makes the pipe for fd (1 or 2) and copies it to path. runc's own
 // stderr is the process's, so the stderr copy also records runc's message.
 func (s *stdio) pipeOut(fd int, path string, cfg *processConfig) error {
-	dst, err := openOutput(path)
+	dst, err := s.output(path)
 	if err != nil {
 		return err
 	}
@@ -213,7 +229,7 @@ func (s *stdio) attachTerminal(cfg *processConfig, timeout time.Duration) error 
 	}
 	var dst io.Writer
 	if cfg.Stdout != "" {
-		f, err := openOutput(cfg.Stdout)
+		f, err := s.output(cfg.Stdout)
 		if err != nil {
 			return err
 		}

@@ -56,7 +56,7 @@ func validateCreate(r *types.CreateContainerRequest) error {
 	if err := absoluteDir("checkpointDir", r.GetCheckpointDir()); err != nil {
 		return err
 	}
-	return nil
+	return runtime.ValidateStdio(runtime.Stdio{Stdin: r.GetStdin(), Stdout: r.GetStdout(), Stderr: r.GetStderr()})
 }
 
 // absoluteDir rejects a relative directory: it would be resolved against

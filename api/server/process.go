@@ -7,6 +7,7 @@ import (
 	"github.com/evjournal/containerd/api"
 	"github.com/evjournal/containerd/api/errdefs"
 	"github.com/evjournal/containerd/api/types"
+	"github.com/evjournal/containerd/runtime"
 )
 
 // AddProcess execs a process in a running container (compat doc 3.6). The
@@ -44,7 +45,7 @@ func validateAddProcess(r *types.AddProcessRequest) error {
 			}
 		}
 	}
-	return nil
+	return runtime.ValidateStdio(runtime.Stdio{Stdin: r.GetStdin(), Stdout: r.GetStdout(), Stderr: r.GetStderr()})
 }
 
 // maxArgLen is the kernel's limit on one argument or environment string

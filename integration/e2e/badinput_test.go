@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -106,6 +107,17 @@ func TestBadInput(t *testing.T) {
 	badExe := fixture.NewBundle(t, fixture.RawArgs("/no/such/binary"))
 	badExeID := fixture.UniqueID(t) + "-badexe"
 
+	// Host files the stdio fields name: none may be written, truncated or
+	// created (checked at the end).
+	hostFile := filepath.Join(dir, "host-file")
+	os.WriteFile(hostFile, []byte("precious host data\n"), 0o644)
+	fifoPath, _ := fifo(t, dir, "a-fifo")
+	link := filepath.Join(dir, "link-to-fifo")
+	os.Symlink(fifoPath, link)
+	journalFile := filepath.Join(d.StateDir, "events.log")
+	notCreated := filepath.Join(dir, "stdin-never-created")
+	hostFiles := snapshotFiles(t, hostFile, journalFile, link)
+
 	long := strings.Repeat("a", 300)
 	huge := strings.Repeat("x", 1<<20)
 	tooBig := strings.Repeat("x", 5<<20)
@@ -190,6 +202,26 @@ func TestBadInput(t *testing.T) {
 			codes.InvalidArgument, "~not an absolute path"},
 		{"create: 5 MiB label", createC(&types.CreateContainerRequest{Id: "label", BundlePath: good.Path, Labels: []string{tooBig}}), codes.ResourceExhausted, "~larger than max"},
 
+		// Stdio paths: an output never names an existing file; stdin is never created.
+		{"create: stdout a host file", createC(&types.CreateContainerRequest{Id: "out", BundlePath: good.Path, Stdout: hostFile}),
+			codes.InvalidArgument, "~stdout \"" + hostFile + "\" is an existing regular file"},
+		{"create: stderr the daemon's journal", createC(&types.CreateContainerRequest{Id: "out", BundlePath: good.Path, Stderr: journalFile}),
+			codes.InvalidArgument, "~stderr \"" + journalFile + "\" is an existing regular file"},
+		{"create: stdout a symlink", createC(&types.CreateContainerRequest{Id: "out", BundlePath: good.Path, Stdout: link}),
+			codes.InvalidArgument, "~stdout \"" + link + "\" is a symlink"},
+		{"create: stdout a directory", createC(&types.CreateContainerRequest{Id: "out", BundlePath: good.Path, Stdout: dir}),
+			codes.InvalidArgument, "~stdout \"" + dir + "\" is a directory"},
+		{"create: relative stdout", createC(&types.CreateContainerRequest{Id: "out", BundlePath: good.Path, Stdout: "out.log"}),
+			codes.InvalidArgument, "~stdout \"out.log\" is not an absolute path"},
+		{"create: stdin missing", createC(&types.CreateContainerRequest{Id: "in", BundlePath: good.Path, Stdin: notCreated}),
+			codes.InvalidArgument, "~stdin \"" + notCreated + "\": "},
+		{"create: stdin a directory", createC(&types.CreateContainerRequest{Id: "in", BundlePath: good.Path, Stdin: dir}),
+			codes.InvalidArgument, "~stdin \"" + dir + "\" is a directory"},
+		{"exec: stdout a host file", execP(&types.AddProcessRequest{Id: live, Pid: "out", Args: []string{"/testinit"}, Cwd: "/", User: user,
+			Stdout: hostFile}), codes.InvalidArgument, "~stdout \"" + hostFile + "\" is an existing regular file"},
+		{"exec: stderr the daemon's journal", execP(&types.AddProcessRequest{Id: live, Pid: "out", Args: []string{"/testinit"}, Cwd: "/", User: user,
+			Stderr: journalFile}), codes.InvalidArgument, "~stderr \"" + journalFile + "\" is an existing regular file"},
+
 		// State and Stats.
 		{"state: unknown id", stateOf("no-such"), codes.NotFound, notFound},
 		{"stats: unknown id", stats("no-such"), codes.NotFound, notFound},
@@ -254,6 +286,11 @@ func TestBadInput(t *testing.T) {
 		{"checkpoint delete: relative dir", cpDelete(&types.DeleteCheckpointRequest{Id: live, Name: "c", CheckpointDir: "rel"}),
 			codes.InvalidArgument, "~not an absolute path"},
 
+		{"checkpoint delete: a host dir", cpDelete(&types.DeleteCheckpointRequest{Id: live, Name: "no-config", CheckpointDir: dir}),
+			codes.FailedPrecondition, "~" + noConfig + " is not a checkpoint this daemon wrote"},
+		{"checkpoint delete: the state dir", cpDelete(&types.DeleteCheckpointRequest{Id: live, Name: live, CheckpointDir: stateDir}),
+			codes.FailedPrecondition, "~not a checkpoint this daemon wrote"},
+
 		// Events.
 		{"events: storedOnly without timestamp", events(&types.EventsRequest{StoredOnly: true}), codes.InvalidArgument,
 			"invalid parameter: StoredOnly cannot be specified without setting a valid Timestamp"},
@@ -266,6 +303,13 @@ func TestBadInput(t *testing.T) {
 		{"events: year before 1", events(&types.EventsRequest{Timestamp: &timestamppb.Timestamp{Seconds: -1e12}}),
 			codes.InvalidArgument, "~invalid timestamp"},
 		{"events: afterSeq far ahead", events(&types.EventsRequest{StoredOnly: true, AfterSeq: math.MaxUint64}), codes.OK, ""},
+	}
+
+	// A checkpoint that fails (here: no CRIU) into dirs it had to make
+	// outside the state dir leaves none of them (the decoy dir check).
+	if _, err := exec.LookPath("criu"); err != nil {
+		cases = append(cases, badCase{"checkpoint create: fails into new dirs outside", cpCreate(&types.CreateCheckpointRequest{Id: live,
+			Checkpoint: &types.Checkpoint{Name: "c"}, CheckpointDir: filepath.Join(dir, "new", "deep")}), codes.FailedPrecondition, "~CRIU"})
 	}
 
 	// Every RPC that takes a container id, with each bad id: creating is
@@ -294,6 +338,7 @@ func TestBadInput(t *testing.T) {
 
 	before := state(t, d, live)
 	treeBefore := dirTree(t, d.StateDir)
+	decoyBefore := dirTree(t, dir)
 	pid := d.Pid()
 	for _, tc := range cases {
 		ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
@@ -337,6 +382,15 @@ func TestBadInput(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(good.Path, "config.json")); err != nil {
 		t.Errorf("the bundle was damaged: %v", err)
 	}
+	if decoyAfter := dirTree(t, dir); !slices.Equal(decoyAfter, decoyBefore) {
+		t.Errorf("the dir the bad input named changed:\nbefore %q\nafter  %q", decoyBefore, decoyAfter)
+	}
+	if now := snapshotFiles(t, hostFile, journalFile, link); !hostFilesSame(hostFiles, now, journalFile) {
+		t.Errorf("host files named by the bad input changed:\nbefore %v\nafter  %v", hostFiles, now)
+	}
+	if _, err := os.Lstat(notCreated); err == nil {
+		t.Errorf("stdin %s was created", notCreated)
+	}
 
 	// A failed start leaves its id free at once.
 	create(t, d, badExeID, good)
@@ -346,4 +400,48 @@ func TestBadInput(t *testing.T) {
 	evs2.Expect("exit " + badExeID + " init 137")
 	signal(t, d, live, "init", syscall.SIGKILL)
 	evs.Expect("exit "+live+" ex 137", "exit "+live+" init 137")
+}
+
+// fileFacts is what a write, truncation or replacement of a file changes.
+type fileFacts struct {
+	Size  int64
+	Mode  fs.FileMode
+	Inode uint64
+	Head  string
+}
+
+func snapshotFiles(t *testing.T, paths ...string) map[string]fileFacts {
+	t.Helper()
+	out := map[string]fileFacts{}
+	for _, p := range paths {
+		st, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := fileFacts{Size: st.Size(), Mode: st.Mode(), Inode: st.Sys().(*syscall.Stat_t).Ino}
+		if st.Mode().IsRegular() {
+			data, _ := os.ReadFile(p)
+			f.Head = string(data[:min(len(data), 64)])
+		}
+		out[p] = f
+	}
+	return out
+}
+
+// hostFilesSame compares two snapshots; the journal may only have grown
+// (the test's own events; too few to compact it), from the same first bytes.
+func hostFilesSame(a, b map[string]fileFacts, journal string) bool {
+	for p, fa := range a {
+		fb := b[p]
+		if p == journal {
+			if fb.Size < fa.Size || fb.Head != fa.Head {
+				return false
+			}
+			continue
+		}
+		if fa != fb {
+			return false
+		}
+	}
+	return true
 }

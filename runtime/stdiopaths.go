@@ -1,0 +1,90 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/evjournal/containerd/api/errdefs"
+)
+
+// ValidateStdio checks the client's stdio paths before anything is made, so
+// that a create or exec naming a host file fails at once with
+// ErrInvalidArgument naming the field, and changes nothing on disk. The
+// shim, which runs as root, enforces the same rules when it opens them
+// (docs/api.md, "stdio paths"):
+//
+//   - stdout, stderr: "" (/dev/null), a FIFO, a character device, or an
+//     absolute path that does not exist yet (the shim creates it, 0600,
+//     exclusively, not following symlinks). An existing regular file, a
+//     symlink or a directory would be written over in place: refused.
+//   - stdin: "", or an existing FIFO, character device or regular file,
+//     opened read-only; never created.
+func ValidateStdio(s Stdio) error {
+	if err := validateInput(s.Stdin); err != nil {
+		return err
+	}
+	for _, o := range []struct{ field, path string }{{"stdout", s.Stdout}, {"stderr", s.Stderr}} {
+		if err := validateOutput(o.field, o.path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateOutput(field, path string) error {
+	if path == "" {
+		return nil
+	}
+	if !filepath.IsAbs(path) {
+		return stdioError(field, path, "is not an absolute path")
+	}
+	st, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s %q: %v: %w", field, path, err, errdefs.ErrInvalidArgument)
+	case st.Mode()&(fs.ModeNamedPipe|fs.ModeCharDevice) != 0:
+		return nil
+	}
+	return stdioError(field, path, "is "+kindOf(st.Mode())+"; an output must be a FIFO, a character device or a path that does not exist yet")
+}
+
+func validateInput(path string) error {
+	if path == "" {
+		return nil
+	}
+	if !filepath.IsAbs(path) {
+		return stdioError("stdin", path, "is not an absolute path")
+	}
+	st, err := os.Lstat(path)
+	if err != nil {
+		return fmt.Errorf("stdin %q: %v: %w", path, err, errdefs.ErrInvalidArgument)
+	}
+	if st.Mode()&(fs.ModeNamedPipe|fs.ModeCharDevice) != 0 || st.Mode().IsRegular() {
+		return nil
+	}
+	return stdioError("stdin", path, "is "+kindOf(st.Mode())+"; stdin must be a FIFO, a character device or a regular file")
+}
+
+func stdioError(field, path, what string) error {
+	return fmt.Errorf("%s %q %s: %w", field, path, what, errdefs.ErrInvalidArgument)
+}
+
+// kindOf names a file type for an error message.
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "an existing regular file"
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "a " + m.Type().String() + " file"
+}
