@@ -272,6 +272,19 @@ func (c *fakeContainer) Delete(context.Context) error {
 	return nil
 }
 
+// Discard is Delete without the injected failures.
+func (c *fakeContainer) Discard() error {
+	c.rt.mu.Lock()
+	n := c.rt.failDelete
+	c.rt.failDelete = 0
+	c.rt.mu.Unlock()
+	err := c.Delete(context.Background())
+	c.rt.mu.Lock()
+	c.rt.failDelete = n
+	c.rt.mu.Unlock()
+	return err
+}
+
 func (p *fakeProcess) ExitFD() int    { return -1 }
 func (p *fakeProcess) ID() string     { return p.id }
 func (p *fakeProcess) SystemPid() int { return p.pid }

@@ -375,3 +375,35 @@ func TestResumeBySeqPastRetentionIsRefused(t *testing.T) {
 		t.Fatalf("resume within the retained events: %v", err)
 	}
 }
+
+// TestCleanupThatNeverSucceedsGivesUp: a failed create whose runtime fails
+// every delete (a runtime such as /bin/false) is retried a bounded number
+// of times, then discarded; the id is free again.
+func TestCleanupThatNeverSucceedsGivesUp(t *testing.T) {
+	rt := newFakeRuntime()
+	h := newHarness(t, rt, t.TempDir())
+	<-h.clock.armed // reconcile timer
+	rt.mu.Lock()
+	rt.failStart = errors.New("oci runtime error: boom")
+	rt.failDelete = 1 << 30
+	rt.mu.Unlock()
+	if _, err := h.s.CreateContainer(context.Background(), CreateRequest{ID: "a", Bundle: "/b"}); err == nil {
+		t.Fatal("create succeeded")
+	}
+	rt.mu.Lock()
+	rt.failStart = nil
+	rt.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.s.CreateContainer(context.Background(), CreateRequest{ID: "a", Bundle: "/b"})
+		done <- err
+	}()
+	for _, want := range []time.Duration{time.Second, 2 * time.Second} {
+		if d := <-h.clock.armed; d != want {
+			t.Fatalf("cleanup retry after %s, want %s", d, want)
+		}
+		h.clock.Advance(want)
+	}
+	must(t, <-done)
+	h.expect("start-container a")
+}
