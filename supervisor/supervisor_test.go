@@ -407,3 +407,25 @@ func TestCleanupThatNeverSucceedsGivesUp(t *testing.T) {
 	must(t, <-done)
 	h.expect("start-container a")
 }
+
+// TestStateSurvivesAContainerEnding: a container whose pids cannot be read
+// (it ended during the call) is reported without them; the State of all
+// containers does not fail.
+func TestStateSurvivesAContainerEnding(t *testing.T) {
+	rt := newFakeRuntime()
+	h := newHarness(t, rt, t.TempDir())
+	h.create("a")
+	h.create("b")
+	rt.mu.Lock()
+	rt.failPids = map[string]bool{"a": true}
+	rt.mu.Unlock()
+	infos, err := h.s.State(context.Background(), "")
+	if err != nil || len(infos) != 2 {
+		t.Fatalf("State: %d containers, %v; want both", len(infos), err)
+	}
+	for _, info := range infos {
+		if (info.ID == "a") != (len(info.Pids) == 0) {
+			t.Errorf("container %s: pids %v", info.ID, info.Pids)
+		}
+	}
+}

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -87,4 +89,43 @@ func TestCtrStoppedDaemon(t *testing.T) {
 	}
 	kill(t, d.Pid(), syscall.SIGCONT)
 	ctrOK(t, d, "containers", "list")
+}
+
+// TestStateUnderChurn: while containers start and exit all the time, every
+// State of all containers answers (one that ends during the call is
+// reported as it was, or left out).
+func TestStateUnderChurn(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	b := fixture.NewBundle(t, fixture.Args("exit", "0"))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("%s-%d-%d", fixture.UniqueID(t), w, i)
+				if _, err := d.Client.CreateContainer(ctxT(t), &types.CreateContainerRequest{Id: id, BundlePath: b.Path}); err != nil {
+					t.Errorf("create %s: %v", id, err)
+					return
+				}
+			}
+		}()
+	}
+	polls, deadline := 0, time.Now().Add(3*time.Second)
+	for ; time.Now().Before(deadline); polls++ {
+		if _, err := d.Client.State(ctxT(t), &types.StateRequest{}); err != nil {
+			t.Errorf("State during churn (poll %d): %v", polls, err)
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d polls", polls)
 }
