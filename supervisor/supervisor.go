@@ -145,6 +145,7 @@ func New(cfg Config) (*Supervisor, error) {
 		}
 		s.mon = m
 	}
+	s.m.watchMonitor(s.mon)
 	return s, nil
 }
 
