@@ -24,8 +24,12 @@ func dialectOf(version string, capList *bool) Dialect {
 	if capList != nil {
 		return Dialect{CapabilityList: *capList}
 	}
-	return Dialect{CapabilityList: capabilityListVersion(version)}
+	return DialectFor(version)
 }
+
+// DialectFor is the dialect of spec version v; an unreadable version is
+// taken as current.
+func DialectFor(v string) Dialect { return Dialect{CapabilityList: capabilityListVersion(v)} }
 
 // capabilityListVersion reports whether spec version v ("1.0.0-rc2-dev",
 // "0.6.0", "1.0.2"...) predates the capabilities object (1.0.0-rc5). An

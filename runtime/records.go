@@ -65,6 +65,9 @@ type processRecord struct {
 	CheckpointOpts shimCheckpointOpts `json:"checkpointOpts"`
 	RootUID        uint32             `json:"rootUID"`
 	RootGID        uint32             `json:"rootGID"`
+	// Features are the runtime's flags, so the shim builds command lines
+	// the runtime accepts.
+	Features Features `json:"runtimeFeatures"`
 }
 
 // MarshalJSON writes the process object in the record's dialect.

@@ -27,6 +27,8 @@ type shimProc struct {
 type startReport struct {
 	Pid   int    `json:"pid"`
 	Error string `json:"error"`
+	// Runtime: the error is runc's own failure (its message is verbatim).
+	Runtime bool `json:"runtime"`
 }
 
 // lookShim resolves the shim binary; a missing one is "<shim> not installed on system".

@@ -26,7 +26,7 @@ func (p *Process) runShim(ctx context.Context) (*shimProc, error) {
 		return sp, err
 	}
 	if rep.Error != "" {
-		return sp, p.startFailure(rep.Error)
+		return sp, p.startFailure(rep)
 	}
 	if err := p.loadStarted(rep.Pid, sp.pid); err != nil {
 		return sp, fmt.Errorf("container %q: process %q: shim broke its contract: %v: %w", c.rec.ID, p.id, err, errdefs.ErrInternal)
@@ -36,12 +36,13 @@ func (p *Process) runShim(ctx context.Context) (*shimProc, error) {
 }
 
 // startFailure turns the shim's error report into the v0.2 error: runc's
-// own message when runc logged an error, else the shim's.
-func (p *Process) startFailure(msg string) error {
-	if runcLoggedError(filepath.Join(p.dir(), runcLogFile)) {
-		return &OCIRuntimeError{Msg: msg}
+// own message when runc failed (a runc of the 0.2 era logs no error entry:
+// the shim says so in its report), else the shim's.
+func (p *Process) startFailure(rep *startReport) error {
+	if rep.Runtime || runcLoggedError(filepath.Join(p.dir(), runcLogFile)) {
+		return &OCIRuntimeError{Msg: rep.Error}
 	}
-	return &ShimError{Msg: msg}
+	return &ShimError{Msg: rep.Error}
 }
 
 // runcLoggedError reports whether runc's JSON log holds an error entry.

@@ -91,6 +91,7 @@ func (c *Container) newRecord(spec specs.ProcessSpec, stdio Stdio) processRecord
 		Process: spec, dialect: bc.Dialect, Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr,
 		Terminal: spec.Terminal, Runtime: c.rec.Runtime, RuntimeArgs: nonNil(c.rec.RuntimeArgs),
 		CheckpointOpts: shimCheckpointOpts{EmptyNS: []string{}}, RootUID: bc.RootUID, RootGID: bc.RootGID,
+		Features: RuntimeFeatures(c.rec.Runtime),
 	}
 }
 

@@ -24,6 +24,16 @@ type processConfig struct {
 	// RootUID and RootGID are the host ids container root maps to: the
 	// stdio pipes are given to them so a user-namespaced process can use them.
 	RootUID, RootGID int
+	// Features are the runtime's flags as the daemon learnt them; without
+	// "runtimeFeatures" today's runc is assumed.
+	Features runtimeFeatures
+}
+
+// runtimeFeatures are the runtime flags whose presence changes our command
+// lines: --console-socket (else --console <pty slave>), and the global
+// --log/--log-format json.
+type runtimeFeatures struct {
+	ConsoleSocket, Log bool
 }
 
 // checkpointOpts are the restore options of a checkpoint.
@@ -65,6 +75,10 @@ func parseConfig(data []byte) (*processConfig, error) {
 	if d.err == nil && !isNull(m["checkpointOpts"]) {
 		c.CheckpointOpts, d.err = parseCheckpointOpts(m["checkpointOpts"])
 	}
+	c.Features = runtimeFeatures{ConsoleSocket: true, Log: true}
+	if d.err == nil && !isNull(m["runtimeFeatures"]) {
+		c.Features, d.err = parseFeatures(m["runtimeFeatures"])
+	}
 	if d.err == nil && c.Exec && c.Process == nil {
 		d.err = errors.New("exec without a process")
 	}
@@ -79,6 +93,16 @@ func parseCheckpointOpts(raw []byte) (checkpointOpts, error) {
 	d := fieldReader{m: m}
 	o := checkpointOpts{TCP: d.bool("tcp"), UnixSockets: d.bool("unixSockets"), Shell: d.bool("shell"), EmptyNS: d.strings("emptyNS")}
 	return o, d.err
+}
+
+func parseFeatures(raw []byte) (runtimeFeatures, error) {
+	m, err := jsonObject(raw)
+	if err != nil {
+		return runtimeFeatures{}, wrap("runtimeFeatures", err)
+	}
+	d := fieldReader{m: m}
+	f := runtimeFeatures{ConsoleSocket: d.bool("consoleSocket"), Log: d.bool("log")}
+	return f, d.err
 }
 
 // fieldReader reads typed members of a JSON object, keeping the first error.

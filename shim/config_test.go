@@ -18,6 +18,7 @@ func TestParseConfig(t *testing.T) {
 	  "checkpoint": "/cp",
 	  "checkpointOpts": {"tcp": true, "unixSockets": false, "shell": true, "emptyNS": ["network"]},
 	  "rootUID": 100000, "rootGID": 100001,
+	  "runtimeFeatures": {"consoleSocket": false, "log": true, "pidFile": true},
 	  "unknown": {"ignored": [1, 2, 3]}
 	}`
 	c, err := parseConfig([]byte(doc))
@@ -30,6 +31,7 @@ func TestParseConfig(t *testing.T) {
 		NoPivotRoot: true, Checkpoint: "/cp",
 		CheckpointOpts: checkpointOpts{TCP: true, Shell: true, EmptyNS: []string{"network"}},
 		RootUID:        100000, RootGID: 100001,
+		Features: runtimeFeatures{Log: true},
 	}
 	if string(c.Process) != `{"args": ["/bin/sh", "-c", "echo \"hi\""], "cwd": "/", "terminal": true}` {
 		t.Errorf("process %s", c.Process)
@@ -46,7 +48,8 @@ func equalConfig(a, b *processConfig) bool {
 		a.NoPivotRoot == b.NoPivotRoot && a.Checkpoint == b.Checkpoint &&
 		a.CheckpointOpts.TCP == b.CheckpointOpts.TCP && a.CheckpointOpts.UnixSockets == b.CheckpointOpts.UnixSockets &&
 		a.CheckpointOpts.Shell == b.CheckpointOpts.Shell && slices.Equal(a.CheckpointOpts.EmptyNS, b.CheckpointOpts.EmptyNS) &&
-		a.RootUID == b.RootUID && a.RootGID == b.RootGID && string(a.Process) == string(b.Process)
+		a.RootUID == b.RootUID && a.RootGID == b.RootGID && string(a.Process) == string(b.Process) &&
+		a.Features == b.Features
 }
 
 func TestParseConfigDefaults(t *testing.T) {
@@ -54,7 +57,8 @@ func TestParseConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !equalConfig(c, &processConfig{}) {
+	// Without runtimeFeatures, today's runc.
+	if !equalConfig(c, &processConfig{Features: runtimeFeatures{ConsoleSocket: true, Log: true}}) {
 		t.Errorf("got %+v, want zero values", *c)
 	}
 }
@@ -67,6 +71,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{`{"rootUID": "0"}`, `field "rootUID"`},
 		{`{"checkpointOpts": {"emptyNS": "network"}}`, `field "emptyNS"`},
 		{`{"stdin": "x"`, "malformed JSON"},
+		{`{"runtimeFeatures": {"log": 1}}`, `field "log"`},
 	} {
 		_, err := parseConfig([]byte(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -13,11 +14,14 @@ import (
 
 // tty is the pty side of a terminal process: the unix socket given to runc
 // as --console-socket, on which runc sends the pty master (SCM_RIGHTS), and
-// then the master itself.
+// then the master itself. A runc before 1.0.0-rc4 has no --console-socket:
+// then we make the pty and give runc the slave's path with --console, as
+// the 0.2 shim did (newSlaveTTY).
 type tty struct {
-	dir  string   // temp dir holding the socket
-	path string   // the socket, given to runc
-	ln   *os.File // listening socket, in the poller
+	dir  string   // temp dir holding the socket; "" with --console
+	flag string   // "--console-socket" or "--console"
+	path string   // the socket, or the pty slave; given to runc
+	ln   *os.File // listening socket, in the poller; nil with --console
 	got  chan ttyResult
 
 	mu   sync.Mutex
@@ -30,12 +34,16 @@ type ttyResult struct {
 	err error
 }
 
-func newTTY() (*tty, error) {
+// newTTY prepares the terminal the way cfg's runtime takes it.
+func newTTY(cfg *processConfig) (*tty, error) {
+	if !cfg.Features.ConsoleSocket {
+		return newSlaveTTY(cfg.RootUID, cfg.RootGID)
+	}
 	dir, err := os.MkdirTemp("", "pty")
 	if err != nil {
 		return nil, err
 	}
-	t := &tty{dir: dir, path: filepath.Join(dir, "pty.sock"), got: make(chan ttyResult, 1)}
+	t := &tty{dir: dir, flag: "--console-socket", path: filepath.Join(dir, "pty.sock"), got: make(chan ttyResult, 1)}
 	if t.ln, err = listenUnix(t.path); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -43,6 +51,53 @@ func newTTY() (*tty, error) {
 	go func() { t.got <- t.accept() }()
 	return t, nil
 }
+
+// newSlaveTTY opens a new pty and gives its slave to the host ids of
+// container root, so the container process can open it; the master is
+// ours at once.
+func newSlaveTTY(uid, gid int) (*tty, error) {
+	fd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, wrap("open /dev/ptmx", err)
+	}
+	slave, err := unlockSlave(fd, uid, gid)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	master, err := newPtyMaster(fd, slave)
+	if err != nil {
+		return nil, err
+	}
+	con, err := console.ConsoleFromFile(master)
+	if err != nil {
+		master.Close()
+		return nil, wrap("pty master", err)
+	}
+	t := &tty{flag: "--console", path: slave, got: make(chan ttyResult, 1)}
+	t.got <- ttyResult{con: con}
+	return t, nil
+}
+
+// unlockSlave unlocks the slave of the pty master fd, chowns it and
+// returns its path.
+func unlockSlave(fd, uid, gid int) (string, error) {
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		return "", wrap("unlock pty", err)
+	}
+	n, err := unix.IoctlGetUint32(fd, unix.TIOCGPTN)
+	if err != nil {
+		return "", wrap("pty number", err)
+	}
+	slave := "/dev/pts/" + strconv.FormatUint(uint64(n), 10)
+	if err := os.Chown(slave, uid, gid); err != nil {
+		return "", wrap("chown pty slave", err)
+	}
+	return slave, nil
+}
+
+// arg is how runc is given the terminal.
+func (t *tty) arg() consoleArg { return consoleArg{flag: t.flag, path: t.path} }
 
 // listenUnix listens on a unix stream socket at path, non-blocking so that
 // accept parks in the poller and close ends it.
@@ -174,8 +229,12 @@ func (t *tty) setConsole(con console.Console) {
 	}
 }
 
-// close removes the console socket; a pending accept ends.
+// close removes the console socket; a pending accept ends. (With
+// --console there is no socket; the master is the console's.)
 func (t *tty) close() {
+	if t.ln == nil {
+		return
+	}
 	t.ln.Close()
 	os.RemoveAll(t.dir)
 }

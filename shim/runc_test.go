@@ -15,6 +15,8 @@ func TestRuncArgv(t *testing.T) {
 		name    string
 		cfg     processConfig
 		console string
+		old     bool // a runc with --console, not --console-socket
+		noLog   bool // a runtime without --log-format
 		want    []string
 	}{
 		{
@@ -27,6 +29,20 @@ func TestRuncArgv(t *testing.T) {
 			cfg:     processConfig{NoPivotRoot: true},
 			console: "/tmp/pty1/pty.sock",
 			want:    []string{"create", "--bundle", "/b", "--console-socket", "/tmp/pty1/pty.sock", "--no-pivot", "--pid-file", "/s/c1/init/pid", "c1"},
+		},
+		{
+			name:    "create with a terminal on runc 1.0.0-rc2",
+			cfg:     processConfig{},
+			console: "/dev/pts/7",
+			old:     true,
+			want:    []string{"create", "--bundle", "/b", "--console", "/dev/pts/7", "--pid-file", "/s/c1/init/pid", "c1"},
+		},
+		{
+			name:    "exec with a terminal on runc 1.0.0-rc2",
+			cfg:     processConfig{Exec: true},
+			console: "/dev/pts/8",
+			old:     true,
+			want:    []string{"exec", "-d", "--process", "/s/c1/init/runc-process.json", "--console", "/dev/pts/8", "--pid-file", "/s/c1/init/pid", "c1"},
 		},
 		{
 			name: "exec",
@@ -63,11 +79,29 @@ func TestRuncArgv(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
 			cfg.Runtime, cfg.RuntimeArgs = "runc", []string{"--root", "/r"}
-			got := runcArgv(&cfg, a, "/s/c1/init", tc.console, at)
+			cfg.Features = runtimeFeatures{ConsoleSocket: !tc.old, Log: true}
+			console := consoleArg{}
+			if tc.console != "" {
+				console = consoleArg{flag: "--console-socket", path: tc.console}
+				if tc.old {
+					console.flag = "--console"
+				}
+			}
+			got := runcArgv(&cfg, a, "/s/c1/init", console, at)
 			want := append(slices.Clone(global), tc.want...)
 			if !slices.Equal(got, want) {
 				t.Errorf("got  %q\nwant %q", got, want)
 			}
 		})
+	}
+}
+
+// TestRuncArgvWithoutLog: a runtime without --log-format gets no --log.
+func TestRuncArgvWithoutLog(t *testing.T) {
+	cfg := processConfig{Runtime: "crun-ish", RuntimeArgs: []string{"--root", "/r"}}
+	got := runcArgv(&cfg, args{id: "c1", bundle: "/b"}, "/s/c1/init", consoleArg{}, time.Now())
+	want := []string{"crun-ish", "--root", "/r", "create", "--bundle", "/b", "--pid-file", "/s/c1/init/pid", "c1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }

@@ -109,11 +109,11 @@ func (s *shim) runRunc() error {
 			return err
 		}
 	}
-	socket := ""
+	var console consoleArg
 	if s.io.tty != nil {
-		socket = s.io.tty.path
+		console = s.io.tty.arg()
 	}
-	argv := runcArgv(s.cfg, s.args, s.dir, socket, time.Now())
+	argv := runcArgv(s.cfg, s.args, s.dir, console, time.Now())
 	logPath := filepath.Join(s.dir, "log.json")
 	if err := createPrivate(logPath); err != nil {
 		return err
@@ -162,7 +162,7 @@ func (s *shim) undo(pid int, err error) error {
 		unix.Kill(pid, unix.SIGKILL)
 	}
 	if !s.cfg.Exec {
-		del := runcGlobal{runtime: s.cfg.Runtime, log: filepath.Join(s.dir, "log.json"), args: s.cfg.RuntimeArgs}
+		del := globalArgs(s.cfg, s.dir)
 		if derr := s.runQuiet(del.argv([]string{"delete", "--force", s.id})); derr != nil {
 			s.log.warn("cleanup after a failed start: " + derr.Error())
 		}

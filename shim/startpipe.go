@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"strconv"
 
@@ -11,7 +12,9 @@ import (
 const startFd = 3
 
 // startPipe reports the result of the start to the daemon: ONE JSON line,
-// {"pid":N} or {"error":"..."}, then the pipe is closed. EOF without a line
+// {"pid":N} or {"error":"..."} (with "runtime":true when runc itself
+// failed, whether its message came from its log or, for a runc that logs
+// none, from its stderr), then the pipe is closed. EOF without a line
 // tells the daemon the shim died before the process was started.
 type startPipe struct {
 	f *os.File // nil when fd 3 was not given (then reports go nowhere)
@@ -31,7 +34,12 @@ func (p *startPipe) started(pid int) {
 }
 
 func (p *startPipe) fail(err error) {
-	p.send(appendJSONString([]byte(`{"error":`), err.Error()))
+	line := appendJSONString([]byte(`{"error":`), err.Error())
+	var re *runcError
+	if errors.As(err, &re) {
+		line = append(line, `,"runtime":true`...)
+	}
+	p.send(line)
 }
 
 // send writes the line (a daemon gone meanwhile gives EPIPE, not a signal:

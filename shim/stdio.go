@@ -46,7 +46,7 @@ func newStdio(cfg *processConfig) (*stdio, error) {
 	}
 	s.child = [3]int{null, null, null}
 	if cfg.Terminal {
-		err = s.openTerminal()
+		err = s.openTerminal(cfg)
 	} else {
 		err = s.openPipes(cfg)
 	}
@@ -180,10 +180,11 @@ func newPipe(read bool, cfg *processConfig) (int, *os.File, error) {
 	return child, os.NewFile(uintptr(ours), "pipe"), nil
 }
 
-// openTerminal prepares the console socket; runc's stderr (the process's
-// stdio is the pty) goes to a pipe read into runcStderr.
-func (s *stdio) openTerminal() error {
-	t, err := newTTY()
+// openTerminal prepares the console socket (or the pty, for an old runc);
+// runc's stderr (the process's stdio is the pty) goes to a pipe read into
+// runcStderr.
+func (s *stdio) openTerminal(cfg *processConfig) error {
+	t, err := newTTY(cfg)
 	if err != nil {
 		return err
 	}

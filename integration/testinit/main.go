@@ -20,6 +20,7 @@
 //	pid               print "pid N" of this process
 //	mkdir DIR         try to make DIR; print "mkdir DIR: ok" or "mkdir DIR: <error>" and go on
 //	                  (the seccomp test denies the syscall and reads which it was)
+//	capeff            print "capeff HEX", the effective capability set from /proc/self/status
 //
 // With no arguments it sleeps until killed.
 package main
@@ -110,6 +111,8 @@ func run(step []string) error {
 		return err
 	case "mkdir":
 		return tryMkdir(first(args))
+	case "capeff":
+		return capEff()
 	case "child-sleep":
 		// used by fork: the children just wait to be killed
 		sleepForever()
@@ -122,6 +125,23 @@ func first(args []string) string {
 		return ""
 	}
 	return args[0]
+}
+
+// capEff prints the process's effective capability set as the kernel
+// shows it ("capeff 00000000000000a0"), for tests of the capabilities a
+// runtime gave an exec.
+func capEff() error {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			_, err := fmt.Printf("capeff %s\n", strings.TrimSpace(v))
+			return err
+		}
+	}
+	return errors.New("no CapEff in /proc/self/status")
 }
 
 // tryMkdir reports the outcome rather than failing the init: the caller

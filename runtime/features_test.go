@@ -1,0 +1,44 @@
+package runtime_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/evjournal/containerd/integration/fixture"
+	"github.com/evjournal/containerd/runtime"
+)
+
+// TestRuntimeFeatures: today's runc and runc 1.0.0-rc2 (Docker 1.13's) are
+// told apart by their own help, and a binary replaced in place is probed
+// again.
+func TestRuntimeFeatures(t *testing.T) {
+	rc2 := filepath.Join(fixture.RepoRoot(), "bin", "runc-rc2")
+	if _, err := os.Stat(rc2); err != nil {
+		t.Fatalf("%v: run `make bin/runc-rc2` first", err)
+	}
+	modern := runtime.Features{ConsoleSocket: true, Log: true, PidFile: true, NoNewKeyring: true, PreserveFds: true}
+	old := runtime.Features{ConsoleSocket: false, Log: true, PidFile: true, NoNewKeyring: true, PreserveFds: false}
+	current := filepath.Join(fixture.RepoRoot(), "bin", "runc")
+	if got := runtime.RuntimeFeatures(current); got != modern {
+		t.Errorf("bin/runc: %+v, want %+v", got, modern)
+	}
+	if got := runtime.RuntimeFeatures(rc2); got != old {
+		t.Errorf("bin/runc-rc2: %+v, want %+v", got, old)
+	}
+	// One path, first today's runc, then rc2 copied over it.
+	swapped := filepath.Join(t.TempDir(), "runc")
+	must(t, fixture.CopyFile(current, swapped, 0o755))
+	if got := runtime.RuntimeFeatures(swapped); got != modern {
+		t.Errorf("copy of bin/runc: %+v, want %+v", got, modern)
+	}
+	must(t, fixture.CopyFile(rc2, swapped, 0o755))
+	must(t, os.Chtimes(swapped, time.Now(), time.Now().Add(time.Minute))) // a new mtime, even on a coarse clock
+	if got := runtime.RuntimeFeatures(swapped); got != old {
+		t.Errorf("bin/runc-rc2 copied over it: %+v, want %+v", got, old)
+	}
+	if got := runtime.RuntimeFeatures("/no/such/runtime"); got != modern {
+		t.Errorf("a missing runtime: %+v, want today's runc assumed %+v", got, modern)
+	}
+}
