@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
@@ -97,29 +98,27 @@ func removeStaleSocket(path string) error {
 	return nil
 }
 
-// listenFDsStart is the first fd systemd passes (SD_LISTEN_FDS_START).
-const listenFDsStart = 3
-
-// activationListeners takes the sockets systemd passed (LISTEN_PID and
-// LISTEN_FDS, as sd_listen_fds(3) reads them): all of them for fd:// and
-// fd://*, or just fd N for fd://N. The variables are unset so children do
-// not see them, and the fds become close-on-exec.
+// activationListeners takes the sockets systemd passed (through
+// go-systemd's activation, which unsets LISTEN_PID, LISTEN_FDS and
+// LISTEN_FDNAMES so children do not see them, and makes the fds
+// close-on-exec): all of them for fd:// and fd://*, or just fd N for fd://N.
 func activationListeners(spec string) ([]net.Listener, error) {
-	fds, err := passedFDs()
-	if err != nil {
-		return nil, err
+	pid, fds := os.Getenv("LISTEN_PID"), os.Getenv("LISTEN_FDS")
+	files := activation.Files(true)
+	if len(files) == 0 {
+		return nil, noSocketsPassed(pid, fds)
 	}
 	want := -1
 	if spec != "" && spec != "*" {
 		want, _ = strconv.Atoi(spec) // checked by parseListen
-		if want >= listenFDsStart+fds {
-			return nil, fmt.Errorf("fd://%d: only fds %d to %d were passed", want, listenFDsStart, listenFDsStart+fds-1)
+		if last := int(files[len(files)-1].Fd()); want > last {
+			closeFiles(files)
+			return nil, fmt.Errorf("fd://%d: only fds %d to %d were passed", want, files[0].Fd(), last)
 		}
 	}
 	var out []net.Listener
-	for fd := listenFDsStart; fd < listenFDsStart+fds; fd++ {
-		unix.CloseOnExec(fd)
-		f := os.NewFile(uintptr(fd), "listen-fd-"+strconv.Itoa(fd))
+	for _, f := range files {
+		fd := int(f.Fd())
 		if want >= 0 && fd != want {
 			f.Close()
 			continue
@@ -135,23 +134,22 @@ func activationListeners(spec string) ([]net.Listener, error) {
 	return out, nil
 }
 
-// passedFDs returns how many sockets systemd passed to this process.
-func passedFDs() (int, error) {
-	pid, fdsVar := os.Getenv("LISTEN_PID"), os.Getenv("LISTEN_FDS")
-	os.Unsetenv("LISTEN_PID")
-	os.Unsetenv("LISTEN_FDS")
-	os.Unsetenv("LISTEN_FDNAMES")
-	if pid == "" || fdsVar == "" {
-		return 0, fmt.Errorf("fd://: no sockets were passed (LISTEN_PID/LISTEN_FDS not set: start through systemd socket activation)")
+// noSocketsPassed says why no socket came from systemd: activation.Files
+// only returns none.
+func noSocketsPassed(pid, fds string) error {
+	switch {
+	case pid == "" || fds == "":
+		return fmt.Errorf("fd://: no sockets were passed (LISTEN_PID/LISTEN_FDS not set: start through systemd socket activation)")
+	case pid != strconv.Itoa(os.Getpid()):
+		return fmt.Errorf("fd://: LISTEN_PID=%s is not this process (%d)", pid, os.Getpid())
 	}
-	if p, err := strconv.Atoi(pid); err != nil || p != os.Getpid() {
-		return 0, fmt.Errorf("fd://: LISTEN_PID=%s is not this process (%d)", pid, os.Getpid())
+	return fmt.Errorf("fd://: LISTEN_FDS=%q: no sockets were passed", fds)
+}
+
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
 	}
-	n, err := strconv.Atoi(fdsVar)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("fd://: LISTEN_FDS=%q: no sockets were passed", fdsVar)
-	}
-	return n, nil
 }
 
 func closeAll(ls []net.Listener) {

@@ -226,6 +226,26 @@ func TestSimpleCommands(t *testing.T) {
 	}
 }
 
+// TestStatsCompact: `ctr containers stats` prints one line of JSON, as
+// v0.2.9's did (scripts grep it).
+func TestStatsCompact(t *testing.T) {
+	addr, _ := serveFake(t, newFakeAPI())
+	code, out, errOut := runCtr(t, "", "--address", addr, "containers", "stats", "c1")
+	var v map[string]any
+	if code != 0 || strings.Count(out, "\n") != 1 || json.Unmarshal([]byte(out), &v) != nil || !strings.Contains(out, `"usage":8388608`) {
+		t.Fatalf("code %d, stdout %q, stderr %q: want one compact JSON line", code, out, errOut)
+	}
+}
+
+// TestEventsHeaderAtOnce: the table header does not wait for an event.
+func TestEventsHeaderAtOnce(t *testing.T) {
+	addr, _ := serveFake(t, newFakeAPI())
+	code, out, errOut := runCtr(t, "", "--address", addr, "events", "--stored-only")
+	if code != 0 || !strings.HasPrefix(out, "TIME") || strings.Count(out, "\n") != 1 {
+		t.Fatalf("code %d, stdout %q, stderr %q: want just the header", code, out, errOut)
+	}
+}
+
 func TestEventsStoredOnly(t *testing.T) {
 	api := newFakeAPI()
 	api.events = []*types.Event{

@@ -114,7 +114,7 @@ func statsCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				return printJSON(stdout, resp)
+				return printCompactJSON(stdout, resp)
 			})
 		},
 	}

@@ -40,6 +40,11 @@ func eventsCommand() *cli.Command {
 			}
 			p := newEventPrinter(stdout, format)
 			return withClient(c, func(cl *client) error {
+				// The header comes at once, as v0.2.9's did, not with
+				// the first event (which may be long in coming).
+				if err := p.printHeader(); err != nil {
+					return err
+				}
 				return followEvents(context.Background(), cl, req, p.print)
 			})
 		},
@@ -173,11 +178,21 @@ func (p *eventPrinter) print(ev *types.Event) error {
 		_, err = fmt.Fprintf(p.out, "%s\n", b)
 		return err
 	}
-	w := tabwriter.NewWriter(p.out, 20, 1, 3, ' ', 0)
-	if !p.header {
-		fmt.Fprint(w, "TIME\tTYPE\tID\tPID\tSTATUS\n")
-		p.header = true
+	if err := p.printHeader(); err != nil {
+		return err
 	}
+	w := tabwriter.NewWriter(p.out, 20, 1, 3, ' ', 0)
 	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", t.Format(tableTime), ev.GetType(), ev.GetId(), ev.GetPid(), ev.GetStatus())
+	return w.Flush()
+}
+
+// printHeader prints the table's header line once (nothing for JSON).
+func (p *eventPrinter) printHeader() error {
+	if p.format == "json" || p.header {
+		return nil
+	}
+	p.header = true
+	w := tabwriter.NewWriter(p.out, 20, 1, 3, ' ', 0)
+	fmt.Fprint(w, "TIME\tTYPE\tID\tPID\tSTATUS\n")
 	return w.Flush()
 }

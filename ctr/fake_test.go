@@ -138,6 +138,14 @@ func (f *fakeAPI) ListCheckpoint(_ context.Context, r *types.ListCheckpointReque
 	return &types.ListCheckpointResponse{Checkpoints: []*types.Checkpoint{{Name: "cp1", Tcp: true}}}, nil
 }
 
+func (f *fakeAPI) Stats(_ context.Context, r *types.StatsRequest) (*types.StatsResponse, error) {
+	f.record(r)
+	return &types.StatsResponse{CgroupStats: &types.CgroupStats{
+		MemoryStats: &types.MemoryStats{Usage: &types.MemoryData{Usage: 8 << 20}},
+		PidsStats:   &types.PidsStats{Current: 2},
+	}}, nil
+}
+
 func (f *fakeAPI) Events(r *types.EventsRequest, s types.API_EventsServer) error {
 	f.record(r)
 	if !r.GetStoredOnly() {

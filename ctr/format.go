@@ -21,6 +21,17 @@ func outputFormat(c *cli.Context) (string, error) {
 	}
 }
 
+// printCompactJSON prints v as one line of JSON, as v0.2.9's `ctr
+// containers stats` did (scripts grep it).
+func printCompactJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
 // printJSON writes v as indented JSON. Generated API structs keep the
 // proto field names as JSON names (compat doc 2.2), as v0.2.9's ctr printed.
 func printJSON(w io.Writer, v any) error {

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/moby/sys/mountinfo"
+	"github.com/opencontainers/cgroups"
 )
 
 const mountinfoHybrid = `22 1 0:21 / /sys rw,nosuid - sysfs sysfs rw
@@ -32,7 +35,13 @@ func TestResolveCgroup(t *testing.T) {
 		{"memory beside other controllers", "5:cpu,memory:/m\n", "35 30 0:31 / /cg rw - cgroup cgroup rw,cpu,memory\n", "/cg/m", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v1, v2 := resolveCgroup(parseProcCgroup(strings.NewReader(tc.cgroup)), parseMountinfo(strings.NewReader(tc.mountinfo)), "memory")
+			procCgroup := filepath.Join(t.TempDir(), "cgroup")
+			must(t, os.WriteFile(procCgroup, []byte(tc.cgroup), 0o600))
+			paths, err := cgroups.ParseCgroupFile(procCgroup)
+			must(t, err)
+			mounts, err := mountinfo.GetMountsFromReader(strings.NewReader(tc.mountinfo), mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+			must(t, err)
+			v1, v2 := resolveCgroup(paths, mounts, "memory")
 			if v1 != tc.v1 || v2 != tc.v2 {
 				t.Fatalf("got (%q, %q), want (%q, %q)", v1, v2, tc.v1, tc.v2)
 			}
@@ -41,6 +50,9 @@ func TestResolveCgroup(t *testing.T) {
 }
 
 func TestReadHugetlbLimits(t *testing.T) {
+	// Let the cgroups library read files outside a cgroupfs.
+	cgroups.TestMode = true
+	t.Cleanup(func() { cgroups.TestMode = false })
 	v1, v2 := t.TempDir(), t.TempDir()
 	must(t, os.WriteFile(filepath.Join(v1, "hugetlb.2MB.limit_in_bytes"), []byte("4194304\n"), 0o600))
 	must(t, os.WriteFile(filepath.Join(v2, "hugetlb.1GB.max"), []byte("max\n"), 0o600))

@@ -90,22 +90,43 @@ func (p *Process) waitShimGoneLocked(timeout time.Duration) bool {
 }
 
 // orphanExit decides the status of a process whose shim died without
-// recording one.
+// recording one. A process still alive is SIGKILLed: 137. A zombie (its
+// new parent has not reaped it yet) tells its own status. A process gone
+// whose shim this daemon saw killed by SIGKILL is reported killed with it,
+// 137, as v0.2.9 did. Anything else is 255 with the reason.
 func (p *Process) orphanExit() *exitInfo {
-	switch {
-	case p.pid == 0:
+	if p.pid == 0 {
 		return &exitInfo{StatusUnknown, "the process start did not complete"}
-	case sameProcess(p.pid, p.startTime):
+	}
+	st, err := readProcStat(p.pid)
+	same := err == nil && p.startTime != 0 && st.startTime == p.startTime
+	switch {
+	case same && (st.state == 'Z' || st.state == 'X'):
+		return p.zombieExit(st)
+	case same:
 		if err := signalVerified(p.pid, p.startTime, syscall.SIGKILL); err == nil {
 			return &exitInfo{StatusKilled, fmt.Sprintf("the shim died; container process %d was killed", p.pid)}
 		}
-		return &exitInfo{StatusUnknown, fmt.Sprintf("the shim died and container process %d vanished", p.pid)}
 	case p.startTime == 0:
 		return &exitInfo{StatusUnknown, fmt.Sprintf("the shim died before recording the start time of process %d", p.pid)}
-	case exists("/proc/" + strconv.Itoa(p.pid)):
+	case p.shimKill == syscall.SIGKILL:
+		return &exitInfo{StatusKilled, fmt.Sprintf("the shim was killed by SIGKILL; container process %d is gone with it", p.pid)}
+	case err == nil:
 		return &exitInfo{StatusUnknown, fmt.Sprintf("the shim died and pid %d now belongs to another process", p.pid)}
 	}
 	return &exitInfo{StatusUnknown, fmt.Sprintf("the shim died and container process %d vanished", p.pid)}
+}
+
+// zombieExit is the status of a container process that has exited but is
+// not reaped yet (its shim, its parent, is gone): the kernel still holds it.
+func (p *Process) zombieExit(st procStat) *exitInfo {
+	if st.hasExit {
+		return &exitInfo{uint32(shellStatus(st.exitCode)), fmt.Sprintf("the shim died; container process %d had exited (status read from /proc)", p.pid)}
+	}
+	if p.shimKill == syscall.SIGKILL {
+		return &exitInfo{StatusKilled, fmt.Sprintf("the shim was killed by SIGKILL; container process %d died with it", p.pid)}
+	}
+	return &exitInfo{StatusUnknown, fmt.Sprintf("the shim died and container process %d exited with an unknown status", p.pid)}
 }
 
 // readExit reads exitStatus (and exitReason, if the daemon decided it).
@@ -128,4 +149,13 @@ func saveExit(dir string, e *exitInfo) error {
 		return err
 	}
 	return writeFileAtomic(filepath.Join(dir, exitStatusFile), []byte(strconv.FormatUint(uint64(e.status), 10)), 0o600)
+}
+
+// shellStatus is a wait status in the shell convention: the exit code, or
+// 128 + the signal that killed the process.
+func shellStatus(ws unix.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
 }

@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"errors"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -41,13 +43,40 @@ func WaitHangup(fd int, timeout time.Duration) bool { return hungUp(fd, timeout)
 // reapPidfd waits up to timeout for the child behind pidfd to exit and then
 // collects its status, so it leaves no zombie. It reports whether it reaped.
 func reapPidfd(pidfd int, timeout time.Duration) bool {
+	reaped, _ := reapPidfdSignal(pidfd, timeout)
+	return reaped
+}
+
+// reapPidfdSignal is reapPidfd that also tells which signal killed the
+// child (0 when it exited, or when its status was collected elsewhere).
+func reapPidfdSignal(pidfd int, timeout time.Duration) (bool, syscall.Signal) {
 	if !pollFor(pidfd, unix.POLLIN, unix.POLLIN|unix.POLLHUP, timeout) {
-		return false
+		return false, 0
 	}
 	for {
-		err := unix.Waitid(unix.P_PIDFD, pidfd, nil, unix.WEXITED|unix.WNOHANG, nil)
-		if !errors.Is(err, unix.EINTR) {
-			return err == nil || errors.Is(err, unix.ECHILD)
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED|unix.WNOHANG, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
 		}
+		return err == nil || errors.Is(err, unix.ECHILD), killedBy(&info)
 	}
+}
+
+// childInfo is the SIGCHLD part of a siginfo_t after its signo, errno and
+// code (and padding): si_pid, si_uid, si_status.
+type childInfo struct {
+	pid    int32
+	uid    uint32
+	status int32
+}
+
+// killedBy reads the signal from a waitid siginfo (CLD_KILLED or CLD_DUMPED).
+func killedBy(info *unix.Siginfo) syscall.Signal {
+	const cldKilled, cldDumped = 2, 3
+	if info.Signo != int32(unix.SIGCHLD) || (info.Code != cldKilled && info.Code != cldDumped) {
+		return 0
+	}
+	ci := (*childInfo)(unsafe.Pointer(uintptr(unsafe.Pointer(info)) + 16))
+	return syscall.Signal(ci.status)
 }

@@ -45,11 +45,12 @@ type Process struct {
 	shimStart uint64
 
 	mu        sync.Mutex
-	exitFD    int       // guarded by mu: exit FIFO read end, -1 once closed or when loaded dead
-	controlFD int       // guarded by mu: control FIFO (read-write), -1 once closed
-	shimPidfd int       // guarded by mu: pidfd of the shim when it is this daemon's child, else -1
-	stopped   bool      // guarded by mu: the exit has been observed
-	exit      *exitInfo // guarded by mu: the decided exit status, once known
+	exitFD    int            // guarded by mu: exit FIFO read end, -1 once closed or when loaded dead
+	controlFD int            // guarded by mu: control FIFO (read-write), -1 once closed
+	shimPidfd int            // guarded by mu: pidfd of the shim when it is this daemon's child, else -1
+	shimKill  syscall.Signal // guarded by mu: the signal that killed the shim, when this daemon reaped it
+	stopped   bool           // guarded by mu: the exit has been observed
+	exit      *exitInfo      // guarded by mu: the decided exit status, once known
 }
 
 // ID is "init" or the exec id.
@@ -173,7 +174,8 @@ func (p *Process) reapShimLocked(wait time.Duration) {
 	if p.shimPidfd < 0 {
 		return
 	}
-	if reapPidfd(p.shimPidfd, wait) {
+	if reaped, sig := reapPidfdSignal(p.shimPidfd, wait); reaped {
+		p.shimKill = sig
 		closeFD(&p.shimPidfd)
 	}
 }

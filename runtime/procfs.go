@@ -15,6 +15,10 @@ import (
 type procStat struct {
 	state     byte   // field 3: R, S, D, Z, X...
 	startTime uint64 // field 22: start time in clock ticks since boot
+	// exitCode is field 52, the wait status of a zombie (Linux >= 3.5);
+	// hasExit is false when the field is missing.
+	exitCode unix.WaitStatus
+	hasExit  bool
 }
 
 // readProcStat parses /proc/<pid>/stat. The command name (field 2) may hold
@@ -37,7 +41,12 @@ func readProcStat(pid int) (procStat, error) {
 	if err != nil {
 		return procStat{}, fmt.Errorf("/proc/%d/stat: start time: %w", pid, err)
 	}
-	return procStat{state: f[0][0], startTime: start}, nil
+	st := procStat{state: f[0][0], startTime: start}
+	if len(f) >= 50 {
+		code, err := strconv.ParseUint(f[49], 10, 32)
+		st.exitCode, st.hasExit = unix.WaitStatus(code), err == nil
+	}
+	return st, nil
 }
 
 // processStartTime returns field 22 of /proc/<pid>/stat.

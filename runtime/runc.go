@@ -44,9 +44,33 @@ func (e *RuncError) Is(target error) bool {
 	return target == errdefs.ErrInternal
 }
 
-// runcNotExist recognises runc's message for an unknown container id: runc
-// gives no exit code for it, so the text is all there is.
-func runcNotExist(output string) bool { return strings.Contains(output, "does not exist") }
+// runcNotExist recognises runc's own message for an unknown container id,
+// as a whole line of its output (a logrus text line's msg counts): runc
+// gives no exit code for it, so the text is all there is. Any other line
+// that happens to say "does not exist" (a CRIU log quoted by a failed
+// checkpoint, a missing mount source) is not it.
+func runcNotExist(output string) bool {
+	for _, line := range strings.Split(output, "\n") {
+		line = strings.TrimSpace(line)
+		if m := logrusMsg.FindStringSubmatch(line); m != nil {
+			if msg, err := strconv.Unquote(`"` + m[1] + `"`); err == nil {
+				line = msg
+			}
+		}
+		if runcNotExistLine.MatchString(line) {
+			return true
+		}
+	}
+	return false
+}
+
+// runcNotExistLine is runc's unknown-id message: today's "container does
+// not exist", 1.0's `container "<id>" does not exist`, rc2's
+// `container "<id>" does not exists` and (delete) "container <id> is not exist".
+var runcNotExistLine = regexp.MustCompile(`^(?:container does not exist|container "[^"]*" does not exists?|container \S+ is not exist)$`)
+
+// logrusMsg is the msg of a logrus text line (runc's stderr format).
+var logrusMsg = regexp.MustCompile(`^time=\S+ level=\w+ msg="((?:[^"\\]|\\.)*)"`)
 
 // goRuncFailure is how go-runc formats a failed command: the exit error,
 // ": ", then runc's combined output. go-runc drops its typed *ExitError on
@@ -88,21 +112,41 @@ func (c *Container) Start(ctx context.Context) error {
 	return nil
 }
 
-// Pause freezes the container (`runc pause`).
+// Pause freezes the container (`runc pause`). A runc failure is v0.2.9's
+// text exactly, `exit status N: "<runc output>"`, nothing prepended
+// (clients prefix-match it; docs/api.md, UpdateContainer).
 func (c *Container) Pause(ctx context.Context) error {
 	if err := c.runc().Pause(ctx, c.rec.ID); err != nil {
-		return c.runcError(ctx, "pause", err)
+		return c.bareRuncError(ctx, "pause", err)
 	}
 	return nil
 }
 
-// Resume thaws the container (`runc resume`).
+// Resume thaws the container (`runc resume`), failing as Pause does.
 func (c *Container) Resume(ctx context.Context) error {
 	if err := c.runc().Resume(ctx, c.rec.ID); err != nil {
-		return c.runcError(ctx, "resume", err)
+		return c.bareRuncError(ctx, "resume", err)
 	}
 	return nil
 }
+
+// bareRuncError is a *RuncError with v0.2.9's text and no context added;
+// a cancelled ctx still wins.
+func (c *Container) bareRuncError(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return c.runcError(ctx, op, err)
+	}
+	return parseRuncError(op, err)
+}
+
+// RuncOutputError is a failed `runc update` as v0.2.9 answered it: runc's
+// output alone. It classifies and unwraps as its *RuncError.
+type RuncOutputError struct{ *RuncError }
+
+func (e *RuncOutputError) Error() string { return e.Output }
+
+// Unwrap gives the *RuncError (errors.As finds it).
+func (e *RuncOutputError) Unwrap() error { return e.RuncError }
 
 // Status is runc's view of the container: created, running, paused or stopped.
 func (c *Container) Status(ctx context.Context) (string, error) {
@@ -131,7 +175,10 @@ func (c *Container) UpdateResources(ctx context.Context, r *specs.LinuxResources
 		return nil
 	}
 	if err := c.runc().Update(ctx, c.rec.ID, r); err != nil {
-		return c.runcError(ctx, "update", err)
+		if ctx.Err() != nil {
+			return c.runcError(ctx, "update", err)
+		}
+		return &RuncOutputError{parseRuncError("update", err)}
 	}
 	return nil
 }

@@ -85,8 +85,9 @@ func commandLines(t *testing.T, log string) string {
 	return strings.Join(cmds, "\n")
 }
 
-// TestRuncFailure: a failing runc gives a *RuncError with v0.2's text, its
-// output verbatim, wrapped with the container and subcommand.
+// TestRuncFailure: a failing runc gives a *RuncError with v0.2.9's text
+// byte for byte, nothing prepended (clients prefix-match it): pause and
+// resume `exit status 1: "<output>"`, update the raw output.
 func TestRuncFailure(t *testing.T) {
 	runc := filepath.Join(t.TempDir(), "runc")
 	os.WriteFile(runc, []byte(fakeRunc), 0o700)
@@ -101,7 +102,15 @@ func TestRuncFailure(t *testing.T) {
 	if !errors.As(err, &re) || !reflect.DeepEqual(re, want) || !errdefs.IsNotFound(err) {
 		t.Fatalf("Pause: %#v, want %#v", err, want)
 	}
-	if got := err.Error(); got != `container "c": pause: exit status 1: "container \"c\" does not exist\n"` {
-		t.Fatalf("text %q", got)
+	if got := err.Error(); got != `exit status 1: "container \"c\" does not exist\n"` {
+		t.Fatalf("pause: text %q", got)
+	}
+	if err := c.Resume(context.Background()); err == nil || err.Error() != `exit status 1: "container \"c\" does not exist\n"` {
+		t.Fatalf("resume: %v", err)
+	}
+	limit := int64(1 << 20)
+	err = c.UpdateResources(context.Background(), &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: &limit}})
+	if !errors.As(err, &re) || !errdefs.IsNotFound(err) || err.Error() != "container \"c\" does not exist\n" {
+		t.Fatalf("update: %#v (%q), want runc's raw output", err, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"time"
 
 	"github.com/evjournal/containerd/api/errdefs"
@@ -52,7 +53,7 @@ func (s *Supervisor) checkRetained(afterSeq uint64) error {
 	if afterSeq == 0 {
 		return nil
 	}
-	all := s.journal.After(0, "")
+	all := s.journal.After(s.servedFloor(), "")
 	// The next event wanted is afterSeq+1 (written so as not to overflow).
 	if len(all) == 0 || afterSeq >= all[0].Seq-1 {
 		return nil
@@ -61,13 +62,30 @@ func (s *Supervisor) checkRetained(afterSeq uint64) error {
 		afterSeq, all[0].Seq), errdefs.ErrFailedPrecondition)
 }
 
+// servedFloor is the Seq at and below which no event is served: a client
+// never sees more than the last --retain-count events. The journal itself
+// keeps up to about half as many again between two compactions (so that
+// compaction stays amortised O(1) per append); those are not served.
+// Sequence numbers are consecutive, so the last N are those above last-N.
+func (s *Supervisor) servedFloor() uint64 {
+	n := uint64(s.cfg.RetainCount)
+	last, _ := s.journal.Last()
+	if s.cfg.RetainCount <= 0 || last <= n {
+		return 0
+	}
+	return last - n
+}
+
 func (s *Supervisor) subscribe(r SubscribeRequest) *Subscription {
 	var replay []journal.Event
+	floor := s.servedFloor()
 	switch {
 	case r.AfterSeq != 0:
-		replay = s.journal.After(r.AfterSeq, r.ID)
+		replay = s.journal.After(max(r.AfterSeq, floor), r.ID)
 	case !r.After.IsZero():
 		replay = s.journal.Since(r.After, r.ID)
+		i := sort.Search(len(replay), func(i int) bool { return replay[i].Seq > floor })
+		replay = replay[i:]
 	}
 	out := &Subscription{s: s, replay: replay}
 	if r.StoredOnly {

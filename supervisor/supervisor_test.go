@@ -429,3 +429,55 @@ func TestStateSurvivesAContainerEnding(t *testing.T) {
 		}
 	}
 }
+
+// TestRetainCountBoundsWhatIsServed: with --retain-count 10 no client is
+// served more than the last 10 events, whichever way it asks, although
+// the journal keeps more between two compactions.
+func TestRetainCountBoundsWhatIsServed(t *testing.T) {
+	s, err := New(Config{StateDir: t.TempDir(), RuntimeImpl: newFakeRuntime(), MonitorImpl: newFakeMonitor(), Clock: newFakeClock(),
+		RetainCount: 10, ReconcileInterval: -1})
+	must(t, err)
+	must(t, s.Start(context.Background()))
+	defer s.Stop()
+	ctx := context.Background()
+	_, err = s.CreateContainer(ctx, CreateRequest{ID: "a", Bundle: "/b"})
+	must(t, err)
+	for i := 0; i < 59; i++ { // 60 events: compaction (at 10 + 64) has not run yet
+		must(t, s.Update(ctx, UpdateRequest{ID: "a", Status: StatusPaused}))
+	}
+	if n := s.journal.Len(); n <= 10 {
+		t.Fatalf("the journal holds %d events: the test needs more than the retain count", n)
+	}
+	for name, r := range map[string]SubscribeRequest{
+		"after time 0":     {After: time.Unix(0, 0), StoredOnly: true},
+		"after time 0, id": {After: time.Unix(0, 0), StoredOnly: true, ID: "a"},
+		"after seq 50":     {AfterSeq: 50, StoredOnly: true},
+		"after seq 55":     {AfterSeq: 55, StoredOnly: true},
+	} {
+		sub, err := s.Subscribe(ctx, r)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var seqs []uint64
+		for {
+			ev, err := sub.Next(ctx)
+			if err == io.EOF {
+				break
+			}
+			must(t, err)
+			seqs = append(seqs, ev.Seq)
+		}
+		want := 10
+		if r.AfterSeq == 55 {
+			want = 5
+		}
+		if len(seqs) != want || seqs[len(seqs)-1] != 60 {
+			t.Errorf("%s: served seqs %v, want the last %d of 60", name, seqs, want)
+		}
+	}
+	// Seq 41..50 are still in the journal, but not served: a resume after
+	// 40 would miss them, so it is refused.
+	if _, err := s.Subscribe(ctx, SubscribeRequest{AfterSeq: 40}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("resume after seq 40: %v, want no longer retained", err)
+	}
+}

@@ -206,6 +206,21 @@ func cmdline(pid int) string {
 	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
 }
 
+// waitCmdline waits until the live process pid runs the command line want.
+// runc exec returns once the process is in the container, possibly just
+// before its execve, so for a moment the pid still reads "runc init"; an
+// execve has no event to await, hence the poll.
+func waitCmdline(t *testing.T, pid int, want string) {
+	t.Helper()
+	deadline := time.Now().Add(promptly)
+	for cmdline(pid) != want {
+		if !alive(pid) || time.Now().After(deadline) {
+			t.Fatalf("pid %d: alive %v, cmdline %q, want %q", pid, alive(pid), cmdline(pid), want)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
 // kill signals a host pid directly (behind the daemon's back).
 func kill(t *testing.T, pid int, sig syscall.Signal) {
 	t.Helper()

@@ -121,9 +121,7 @@ func TestAddProcess(t *testing.T) {
 	// start-process is journaled before the reply.
 	wantEvents(t, "journal right after the AddProcess reply", storedSince(t, d, t0, id), "start-process "+id+" sleeper")
 	evs.Expect("start-process " + id + " sleeper")
-	if !alive(pid) || cmdline(pid) != "/testinit sleep forever" {
-		t.Fatalf("exec systemPid %d: alive %v, cmdline %q", pid, alive(pid), cmdline(pid))
-	}
+	waitCmdline(t, pid, "/testinit sleep forever")
 	c := state(t, d, id)
 	p := process(c, "sleeper")
 	if p == nil || int(p.SystemPid) != pid || !slices.Contains(c.Pids, uint32(pid)) {
