@@ -16,7 +16,7 @@ export TESTINIT := $(BIN)/testinit
 
 GOFILES := $(shell find . -name '*.go' -not -path './bin/*')
 
-.PHONY: all build test lint vet fmt-check demo bench reliability clean
+.PHONY: all build test lint vet fmt-check staticcheck tidy-check demo bench reliability clean
 
 all: build
 
@@ -73,7 +73,16 @@ $(BIN)/mkbundle: $(GOFILES)
 demo: build
 	./integration/demo/demo.sh
 
-lint: fmt-check vet
+# Static checks, all of which `make test` runs first: formatting, go vet,
+# staticcheck (the version pinned in go.mod as a `tool`), and a go.mod/go.sum
+# that `go mod tidy` would leave as they are.
+lint: fmt-check vet staticcheck tidy-check
+
+staticcheck:
+	$(GO) tool staticcheck ./...
+
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy" >&2; exit 1; }
 
 fmt-check:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*')); \

@@ -180,9 +180,3 @@ func parseListen(s string) (listenAddr, error) {
 	}
 	return l, nil
 }
-
-// String shows the configuration in logs and tests.
-func (cfg config) String() string {
-	type fields config // without this method
-	return fmt.Sprintf("%+v", fields(cfg))
-}

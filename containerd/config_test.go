@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +37,8 @@ func TestDefaults(t *testing.T) {
 		retainCount: 500, syncPolicy: journal.SyncBatch, reconcileInterval: 10 * time.Second,
 		metricsInterval: 5 * time.Minute,
 	}
-	if cfg.String() != want.String() {
-		t.Fatalf("defaults\n got %s\nwant %s", cfg, want)
+	if !reflect.DeepEqual(cfg, want) {
+		t.Fatalf("defaults\n got %+v\nwant %+v", cfg, want)
 	}
 }
 
@@ -58,8 +59,8 @@ func TestFlags(t *testing.T) {
 		retainCount: 0, syncPolicy: journal.SyncAlways, metricsAddress: ":9100", pprofAddress: "127.0.0.1:6060",
 		graphiteAddress: "g:2003",
 	}
-	if cfg.String() != want.String() {
-		t.Fatalf("flags\n got %s\nwant %s", cfg, want)
+	if !reflect.DeepEqual(cfg, want) {
+		t.Fatalf("flags\n got %+v\nwant %+v", cfg, want)
 	}
 }
 

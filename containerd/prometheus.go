@@ -52,10 +52,10 @@ const taskKindPrefix = "tasks."
 var tasksByKind = promDesc{"containerd_tasks_by_kind_total", "Tasks handled by the supervisor loop, by kind."}
 
 // metricsHandler serves r in the Prometheus exposition format the scraper
-// asks for (text 0.0.4 by default), encoded by expfmt.
+// asks for (text 0.0.4 by default, or protobuf), encoded by expfmt.
 func metricsHandler(r metrics.Registry) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		format := expfmt.Negotiate(req.Header)
+		format := expfmt.NegotiateAccept(req.Header, expfmt.DefaultAcceptedFormats()...)
 		w.Header().Set("Content-Type", string(format))
 		enc := expfmt.NewEncoder(w, format)
 		for _, f := range promFamilies(r) {

@@ -24,8 +24,8 @@ var updateFlags = []struct {
 	{"cpu-shares", "CPU shares (relative weight)", func(r *types.UpdateResource, v uint64) { r.CpuShares = v }},
 	{"cpu-quota", "CFS quota (µs, -1: unlimited)", func(r *types.UpdateResource, v uint64) { r.CpuQuota = v }},
 	{"cpu-period", "CFS period (µs)", func(r *types.UpdateResource, v uint64) { r.CpuPeriod = v }},
-	{"kernel-limit", "kernel memory limit (bytes)", func(r *types.UpdateResource, v uint64) { r.KernelMemoryLimit = v }},
-	{"kernel-tcp-limit", "kernel TCP buffer limit (bytes)", func(r *types.UpdateResource, v uint64) { r.KernelTCPMemoryLimit = v }},
+	{"kernel-limit", "kernel memory limit (bytes; refused: runc ignores it)", func(r *types.UpdateResource, v uint64) { r.KernelMemoryLimit = v }},
+	{"kernel-tcp-limit", "kernel TCP buffer limit (bytes; refused: runc ignores it)", func(r *types.UpdateResource, v uint64) { r.KernelTCPMemoryLimit = v }},
 	{"blkio-weight", "block IO weight (10-1000)", func(r *types.UpdateResource, v uint64) { r.BlkioWeight = v }},
 	{"pids-limit", "maximum number of tasks (-1: unlimited)", func(r *types.UpdateResource, v uint64) { r.PidsLimit = v }},
 }

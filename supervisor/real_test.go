@@ -109,16 +109,6 @@ func (env *realEnv) start(cfg Config) *Supervisor {
 	return s
 }
 
-func (env *realEnv) create(s *Supervisor, id string, steps ...string) ContainerInfo {
-	env.t.Helper()
-	b := fixture.NewBundle(env.t, fixture.Args(steps...))
-	info, err := s.CreateContainer(context.Background(), CreateRequest{ID: env.id(id), Bundle: b.Path})
-	if err != nil {
-		env.t.Fatalf("create %s: %v", id, err)
-	}
-	return info
-}
-
 // id is the test-unique container id for a short name.
 func (env *realEnv) id(name string) string { return env.prefix + "-" + name }
 

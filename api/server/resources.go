@@ -69,8 +69,9 @@ func memoryFromProto(r *types.UpdateResource) (*specs.LinuxMemory, error) {
 		{"memoryLimit", r.GetMemoryLimit(), &mem.Limit},
 		{"memorySwap", r.GetMemorySwap(), &mem.Swap},
 		{"memoryReservation", r.GetMemoryReservation(), &mem.Reservation},
-		{"kernelMemoryLimit", r.GetKernelMemoryLimit(), &mem.Kernel},
-		{"kernelTCPMemoryLimit", r.GetKernelTCPMemoryLimit(), &mem.KernelTCP},
+	}
+	if err := noKernelLimits(r); err != nil {
+		return nil, err
 	}
 	set := false
 	for _, f := range fields {
@@ -84,6 +85,21 @@ func memoryFromProto(r *types.UpdateResource) (*specs.LinuxMemory, error) {
 		return nil, nil
 	}
 	return &mem, nil
+}
+
+// noKernelLimits rejects the kernel memory limits of the v0.2 wire API:
+// runc >= 1.2 ignores them with a warning (cgroup v2 has none), so a client
+// asking for one must hear that it will not be applied.
+func noKernelLimits(r *types.UpdateResource) error {
+	for _, f := range []struct {
+		name string
+		v    uint64
+	}{{"kernelMemoryLimit", r.GetKernelMemoryLimit()}, {"kernelTCPMemoryLimit", r.GetKernelTCPMemoryLimit()}} {
+		if f.v != 0 {
+			return fmt.Errorf("%s %d: kernel memory limits are not supported (runc ignores them): %w", f.name, f.v, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
 }
 
 func blockIOFromProto(r *types.UpdateResource) (*specs.LinuxBlockIO, error) {

@@ -23,8 +23,6 @@ func TestResourcesFromProto(t *testing.T) {
 			`{"memory":{"limit":1048576,"reservation":524288}}`},
 		{"unlimited swap as 2^64-1", &types.UpdateResource{MemorySwap: math.MaxUint64},
 			`{"memory":{"swap":-1}}`},
-		{"kernel limits", &types.UpdateResource{KernelMemoryLimit: 5, KernelTCPMemoryLimit: 6},
-			`{"memory":{"kernel":5,"kernelTCP":6}}`},
 		{"cpu", &types.UpdateResource{CpuShares: 512, CpuPeriod: 100000, CpuQuota: 50000, CpusetCpus: "0-1", CpusetMems: "0"},
 			`{"cpu":{"shares":512,"quota":50000,"period":100000,"cpus":"0-1","mems":"0"}}`},
 		{"unlimited quota", &types.UpdateResource{CpuQuota: math.MaxUint64}, `{"cpu":{"quota":-1}}`},
@@ -76,6 +74,8 @@ func TestResourcesFromProtoRejects(t *testing.T) {
 		{"memory above int64", &types.UpdateResource{MemoryLimit: math.MaxInt64 + 1}},
 		{"quota above int64", &types.UpdateResource{CpuQuota: math.MaxUint64 - 1}},
 		{"pids above int64", &types.UpdateResource{PidsLimit: math.MaxUint64 - 5}},
+		{"kernel memory limit (runc ignores it)", &types.UpdateResource{KernelMemoryLimit: 5}},
+		{"kernel TCP limit (runc ignores it)", &types.UpdateResource{MemoryLimit: 1 << 20, KernelTCPMemoryLimit: 6}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

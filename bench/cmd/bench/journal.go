@@ -189,7 +189,7 @@ func (b *bench) replay(dir, fs string) error {
 		lat = append(lat, ms(time.Since(t0)))
 		if len(got) != 100 || sum == 0 {
 			j.Close()
-			return fmt.Errorf("Since returned %d events", len(got))
+			return fmt.Errorf("journal Since returned %d events, want 100", len(got))
 		}
 	}
 	j.Close()

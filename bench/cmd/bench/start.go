@@ -230,7 +230,7 @@ func (s *starter) restore() error {
 		st, err := s.d.Client.State(cctx, &types.StateRequest{}, grpc.WaitForReady(true))
 		cancel()
 		if err != nil {
-			return fmt.Errorf("State after restart: %w", err)
+			return fmt.Errorf("state after restart: %w", err)
 		}
 		if running(st) == n {
 			break

@@ -208,9 +208,6 @@ func (d *Daemon) Alive() bool {
 // Kill SIGKILLs the daemon (a crash) and waits until it is gone.
 func (d *Daemon) Kill() error { return d.signal(syscall.SIGKILL, 10*time.Second) }
 
-// Stop sends SIGINT and waits; the daemon promises to be gone within 2 s.
-func (d *Daemon) Stop() error { return d.signal(syscall.SIGINT, 5*time.Second) }
-
 func (d *Daemon) signal(sig syscall.Signal, limit time.Duration) error {
 	if !d.Alive() {
 		return nil
@@ -228,14 +225,6 @@ func (d *Daemon) signal(sig syscall.Signal, limit time.Duration) error {
 		d.conn = nil
 	}
 	return nil
-}
-
-// ExitCode is the exit code of the last daemon process (-1 if running).
-func (d *Daemon) ExitCode() int {
-	if d.Alive() || d.cmd == nil || d.cmd.ProcessState == nil {
-		return -1
-	}
-	return d.cmd.ProcessState.ExitCode()
 }
 
 // Runc is bare runc on the daemon's runc root.

@@ -60,18 +60,6 @@ func (r *Report) Line(name string, v float64, unit string) {
 	r.Add(Figure{Name: name, Value: v, Unit: unit})
 }
 
-// Get returns the figure named name.
-func (r *Report) Get(name string) (Figure, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, f := range r.Figures {
-		if f.Name == name {
-			return f, true
-		}
-	}
-	return Figure{}, false
-}
-
 // Num formats a value with a precision that suits its size.
 func Num(v float64) string {
 	switch {

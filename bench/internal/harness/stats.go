@@ -3,7 +3,6 @@ package harness
 import (
 	"math"
 	"sort"
-	"time"
 )
 
 // Percentile returns the nearest-rank p-th percentile (0 < p <= 100) of xs.
@@ -30,13 +29,4 @@ func Median(xs []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// Ms converts durations to milliseconds.
-func Ms(ds []time.Duration) []float64 {
-	out := make([]float64, len(ds))
-	for i, d := range ds {
-		out[i] = float64(d) / float64(time.Millisecond)
-	}
-	return out
 }
