@@ -25,6 +25,7 @@ var classes = []struct {
 	{errdefs.ErrFailedPrecondition, codes.FailedPrecondition},
 	{errdefs.ErrUnavailable, codes.Unavailable},
 	{errdefs.ErrDeadlineExceeded, codes.DeadlineExceeded},
+	{errdefs.ErrResourceExhausted, codes.ResourceExhausted},
 	{errdefs.ErrInternal, codes.Internal},
 	{context.Canceled, codes.Canceled},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},

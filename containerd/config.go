@@ -53,7 +53,8 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "journal-sync", Value: "batch", Usage: "when the event journal is fsynced: always, batch or none"},
 		&cli.DurationFlag{Name: "reconcile-interval", Value: 10 * time.Second, Usage: "how often container state is checked against the system (0 disables)"},
 		&cli.StringFlag{Name: "metrics-address", Usage: "serve metrics in Prometheus text format at http://ADDRESS/metrics (unauthenticated)"},
-		&cli.StringFlag{Name: "socket-group", Usage: "group (name or gid) that owns the unix socket"},
+		&cli.StringFlag{Name: "socket-group", Usage: "group (name or gid) that owns the unix socket. " +
+			"Its members are root-equivalent: a request can name any program as the runtime, run as uid 0"},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log format: text or json"},
 	}
 }

@@ -133,3 +133,17 @@ func TestLookupGroup(t *testing.T) {
 		t.Error("negative gid accepted")
 	}
 }
+
+// TestHelpSaysSocketIsRootEquivalent: --help warns that socket access
+// (--socket-group) is root-equivalent.
+func TestHelpSaysSocketIsRootEquivalent(t *testing.T) {
+	app := newApp()
+	var out strings.Builder
+	app.Writer = &out
+	if err := app.Run([]string{"containerd", "--help"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(out.String(), "root-equivalent") < 2 {
+		t.Fatalf("--help does not say (in the description and at --socket-group) that socket access is root-equivalent:\n%s", out.String())
+	}
+}

@@ -26,7 +26,9 @@ func newApp() *cli.App {
 		Name:    "containerd",
 		Usage:   "standalone OCI container supervisor with a persistent event journal",
 		Version: api.Version(),
-		Flags:   flags(),
+		Description: "Access to the API socket is root-equivalent: a client can name any program as a " +
+			"container's runtime, which the daemon runs as uid 0. Give --socket-group only to trusted users.",
+		Flags: flags(),
 		// A --runtime-args value such as --foo=a,b stays one argument.
 		DisableSliceFlagSeparator: true,
 		HideHelpCommand:           true,

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/evjournal/containerd/api/types"
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -36,9 +39,14 @@ func connect(c *cli.Context) (*client, error) {
 		return nil, fmt.Errorf("--address %q: unsupported protocol %q (want unix or tcp)", addr, proto)
 	}
 	timeout := c.Duration("conn-timeout")
+	var dialErr atomic.Value // the last dial's error, for the message
 	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
 		d := net.Dialer{Timeout: timeout}
-		return d.DialContext(ctx, proto, path)
+		conn, err := d.DialContext(ctx, proto, path)
+		if err != nil {
+			dialErr.Store(err)
+		}
+		return conn, err
 	}
 	conn, err := grpc.NewClient("passthrough:///containerd",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -46,7 +54,34 @@ func connect(c *cli.Context) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := waitReady(conn, timeout); err != nil {
+		conn.Close()
+		if derr, ok := dialErr.Load().(error); ok {
+			return nil, fmt.Errorf("cannot connect to the daemon at %s: %w", addr, derr)
+		}
+		return nil, fmt.Errorf("the daemon at %s did not answer within %s (--conn-timeout): %w", addr, timeout, err)
+	}
 	return &client{APIClient: types.NewAPIClient(conn), conn: conn}, nil
+}
+
+// waitReady connects and waits, up to timeout, for the connection to be
+// ready, as v0.2's ctr did (a blocking dial): a daemon that is stopped
+// (SIGSTOP) or hung accepts on its socket but never completes the
+// handshake, and without this check every call would fail only after
+// grpc's own 20 s with "use of closed network connection".
+func waitReady(conn *grpc.ClientConn, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conn.Connect()
+	for {
+		st := conn.GetState()
+		if st == connectivity.Ready {
+			return nil
+		}
+		if !conn.WaitForStateChange(ctx, st) {
+			return fmt.Errorf("connection %s", strings.ToLower(st.String()))
+		}
+	}
 }
 
 // withClient runs f with a connection that is closed afterwards.

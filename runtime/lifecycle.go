@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/evjournal/containerd/api/errdefs"
@@ -111,4 +112,21 @@ func (c *Container) isRetired() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.retired
+}
+
+// Discard removes what the daemon itself keeps of a container whose
+// runtime keeps failing to delete it (a failed create naming a runtime that
+// fails at once, such as /bin/false): its known processes are killed
+// (through verified pidfds), its shims awaited, its dir removed, so the id
+// is free again. The runtime's own state of the id, if it has any, is left;
+// the caller logs that. Idempotent.
+func (c *Container) Discard() error {
+	for _, p := range c.Processes() {
+		if p.pid > 0 && p.State() == Running {
+			signalVerified(p.pid, p.startTime, syscall.SIGKILL)
+		}
+	}
+	c.waitShims(shimExitTimeout)
+	c.closeProcesses()
+	return c.removeDir()
 }

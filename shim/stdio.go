@@ -117,6 +117,22 @@ func (s *stdio) openPipes(cfg *processConfig) error {
 			return err
 		}
 	}
+	if cfg.Stderr == "" {
+		return s.recordRuncStderr(cfg)
+	}
+	return nil
+}
+
+// recordRuncStderr gives runc (and so the process) a stderr pipe read into
+// runcStderr and otherwise discarded: without a client stderr path, runc's
+// own message on a failed start is still captured and returned.
+func (s *stdio) recordRuncStderr(cfg *processConfig) error {
+	child, r, err := newPipe(true, cfg)
+	if err != nil {
+		return err
+	}
+	s.child[2] = child
+	s.stderrCopy = (&copier{src: r, tee: &s.runcStderr, keep: true, end: func() { r.Close() }}).start()
 	return nil
 }
 
@@ -173,13 +189,7 @@ func (s *stdio) openTerminal(cfg *processConfig) error {
 		return err
 	}
 	s.tty = t
-	child, r, err := newPipe(true, &processConfig{})
-	if err != nil {
-		return err
-	}
-	s.child[2] = child
-	s.stderrCopy = (&copier{src: r, tee: &s.runcStderr, keep: true, end: func() { r.Close() }}).start()
-	return nil
+	return s.recordRuncStderr(&processConfig{})
 }
 
 // failedRuncStderr is what a failed runc wrote to its stderr: it waits

@@ -2,11 +2,10 @@ package supervisor
 
 import (
 	"context"
-	"fmt"
 	"syscall"
 
-	"github.com/evjournal/containerd/api/errdefs"
 	"github.com/evjournal/containerd/supervisor/journal"
+	"github.com/sirupsen/logrus"
 )
 
 // lookup finds a live container and one of its processes.
@@ -115,18 +114,26 @@ func (s *Supervisor) State(ctx context.Context, id string) ([]ContainerInfo, err
 			done(nil, ErrContainerNotFound)
 			return
 		}
-		s.workers.submit(func() { done(fillPids(ctx, infos, cs)) })
+		s.workers.submit(func() { done(fillPids(ctx, s.log, infos, cs)) })
 	})
 }
 
-func fillPids(ctx context.Context, infos []ContainerInfo, cs []Container) ([]ContainerInfo, error) {
+// fillPids adds each running container's pids. A container whose pids
+// cannot be read (it exited during the call: its cgroup is gone) is
+// reported as the loop saw it, without pids: one container ending never
+// fails the State of all.
+func fillPids(ctx context.Context, log *logrus.Entry, infos []ContainerInfo, cs []Container) ([]ContainerInfo, error) {
 	for i, c := range cs {
 		if c == nil {
 			continue
 		}
 		pids, err := c.Pids(ctx)
 		if err != nil {
-			return nil, errdefs.Mark(fmt.Errorf("get all pids for container: %w", err), errdefs.ErrInternal)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			log.WithError(err).WithField("container", c.ID()).Debug("state: pids unreadable (the container is ending?); reported without them")
+			continue
 		}
 		infos[i].Pids = initFirst(pids, infos[i])
 	}

@@ -66,7 +66,7 @@ func (s *Supervisor) startCreate(ctx context.Context, r CreateRequest, done func
 			if errors.As(err, &leftover) {
 				// Keep retrying the cleanup in the id's queue, so a new
 				// create of the id waits for it instead of failing.
-				s.enqueue(r.ID, step{name: "cleanup-failed-create", retry: true, work: leftover.c.Delete})
+				s.enqueue(r.ID, s.cleanupStep("cleanup-failed-create", leftover.c))
 				err = leftover.cause
 			}
 			s.finishCreate(e, c, p, err, done)
@@ -141,6 +141,24 @@ func (s *Supervisor) cleanupFailed(c Container, p Process, cause error) error {
 		return &cleanupError{cause: cause, c: c}
 	}
 	return cause
+}
+
+// cleanupAttempts bounds the retries of the cleanup of a create that never
+// started (~7 s of backoff): a runtime that fails every call (/bin/false)
+// must not hold the id for ever.
+const cleanupAttempts = 3
+
+// cleanupStep deletes a container whose start failed or was interrupted,
+// retried with backoff; when the runtime keeps failing, it gives up with a
+// logged reason and removes the daemon's own state, freeing the id.
+func (s *Supervisor) cleanupStep(name string, c Container) step {
+	return step{name: name, retry: true, work: c.Delete, maxAttempts: cleanupAttempts,
+		giveUp: func(_ context.Context, cause error) error {
+			s.log.WithError(cause).WithFields(map[string]interface{}{"container": c.ID(), "runtime": c.Runtime()}).
+				Error("the runtime cannot delete a container that never started; removing the daemon's own state of it " +
+					"(its processes are killed); whatever the runtime keeps of the id is left")
+			return c.Discard()
+		}}
 }
 
 // cleanupError is a failed create whose state could not be removed yet.

@@ -24,7 +24,8 @@ type fakeRuntime struct {
 	retired    []*fakeContainer
 	failRetire map[string]int // Retire of id fails this many more times
 	failStart  error
-	failDelete int // Delete fails this many more times
+	failDelete int             // Delete fails this many more times
+	failPids   map[string]bool // Pids of id fails (its cgroup is gone)
 	n          int
 	// runc state the fake's "runc list" shows, and what was deleted from it
 	runcOrphans []runtime.RuncContainer
@@ -205,9 +206,16 @@ func (c *fakeContainer) RemoveProcess(pid string) error {
 	return nil
 }
 
-func (c *fakeContainer) Pause(context.Context) error                   { return nil }
-func (c *fakeContainer) Resume(context.Context) error                  { return nil }
-func (c *fakeContainer) Pids(context.Context) ([]int, error)           { return []int{c.procs["init"].pid}, nil }
+func (c *fakeContainer) Pause(context.Context) error  { return nil }
+func (c *fakeContainer) Resume(context.Context) error { return nil }
+func (c *fakeContainer) Pids(context.Context) ([]int, error) {
+	c.rt.mu.Lock()
+	defer c.rt.mu.Unlock()
+	if c.rt.failPids[c.id] {
+		return nil, errors.New("open cgroup.procs: no such file or directory")
+	}
+	return []int{c.procs["init"].pid}, nil
+}
 func (c *fakeContainer) OOMCgroups() (string, string)                  { return "/fake/memory/" + c.id, "" }
 func (c *fakeContainer) Stats(context.Context) (*runtime.Stats, error) { return &runtime.Stats{}, nil }
 func (c *fakeContainer) UpdateResources(context.Context, *specs.LinuxResources) error {
@@ -270,6 +278,19 @@ func (c *fakeContainer) Delete(context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Discard is Delete without the injected failures.
+func (c *fakeContainer) Discard() error {
+	c.rt.mu.Lock()
+	n := c.rt.failDelete
+	c.rt.failDelete = 0
+	c.rt.mu.Unlock()
+	err := c.Delete(context.Background())
+	c.rt.mu.Lock()
+	c.rt.failDelete = n
+	c.rt.mu.Unlock()
+	return err
 }
 
 func (p *fakeProcess) ExitFD() int    { return -1 }

@@ -20,6 +20,11 @@ type step struct {
 	retry bool
 	work  func(ctx context.Context) error
 	apply func(err error)
+	// giveUp, when set, bounds the retries: after maxAttempts failures it
+	// runs once instead of work (its error is logged and the queue moves
+	// on), so a cleanup that can never succeed does not block the id.
+	giveUp      func(ctx context.Context, cause error) error
+	maxAttempts int
 }
 
 // workQueue serialises the steps of one container id, across incarnations:
@@ -63,6 +68,10 @@ func (s *Supervisor) runHead(q *workQueue) {
 }
 
 func (s *Supervisor) stepDone(q *workQueue, st step, err error) {
+	if err != nil && st.retry && !s.stopping && st.giveUp != nil && q.attempt+1 >= st.maxAttempts {
+		s.runGiveUp(q, st, err)
+		return
+	}
 	if err != nil && st.retry && !s.stopping {
 		q.attempt++
 		d := backoff(q.attempt)
@@ -79,6 +88,23 @@ func (s *Supervisor) stepDone(q *workQueue, st step, err error) {
 	if st.apply != nil {
 		st.apply(err)
 	}
+	s.runHead(q)
+}
+
+// runGiveUp replaces the head step, which failed for the last time with
+// cause, by its giveUp work, run once.
+func (s *Supervisor) runGiveUp(q *workQueue, st step, cause error) {
+	s.log.WithError(cause).WithFields(map[string]interface{}{
+		"container": q.id, "step": st.name, "attempts": q.attempt + 1,
+	}).Error("container work keeps failing; giving up on it")
+	q.attempt = 0
+	q.steps[0] = step{name: st.name + " (giving up)", apply: st.apply, work: func(ctx context.Context) error {
+		err := st.giveUp(ctx, cause)
+		if err != nil {
+			s.log.WithError(err).WithFields(map[string]interface{}{"container": q.id, "step": st.name}).Error("giving up failed too; left as it is")
+		}
+		return err
+	}}
 	s.runHead(q)
 }
 

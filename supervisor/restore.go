@@ -150,7 +150,7 @@ func (s *Supervisor) abandonCreate(c Container) {
 	for _, p := range c.Processes() {
 		p.Close()
 	}
-	s.enqueue(c.ID(), step{name: "abandon-create", retry: true, work: c.Delete})
+	s.enqueue(c.ID(), s.cleanupStep("abandon-create", c))
 }
 
 // abandonExec removes an exec whose start a crash interrupted: no client

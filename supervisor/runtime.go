@@ -46,6 +46,9 @@ type Container interface {
 	OOMCgroups() (v1Dir, v2Dir string)
 	Retire() error
 	Delete(ctx context.Context) error
+	// Discard removes the daemon's own state when Delete keeps failing
+	// (the runtime's state, if any, is left).
+	Discard() error
 	// MarkStarted and Started record that start-container was published.
 	MarkStarted() error
 	Started() bool

@@ -376,6 +376,60 @@ func TestResumeBySeqPastRetentionIsRefused(t *testing.T) {
 	}
 }
 
+// TestCleanupThatNeverSucceedsGivesUp: a failed create whose runtime fails
+// every delete (a runtime such as /bin/false) is retried a bounded number
+// of times, then discarded; the id is free again.
+func TestCleanupThatNeverSucceedsGivesUp(t *testing.T) {
+	rt := newFakeRuntime()
+	h := newHarness(t, rt, t.TempDir())
+	<-h.clock.armed // reconcile timer
+	rt.mu.Lock()
+	rt.failStart = errors.New("oci runtime error: boom")
+	rt.failDelete = 1 << 30
+	rt.mu.Unlock()
+	if _, err := h.s.CreateContainer(context.Background(), CreateRequest{ID: "a", Bundle: "/b"}); err == nil {
+		t.Fatal("create succeeded")
+	}
+	rt.mu.Lock()
+	rt.failStart = nil
+	rt.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.s.CreateContainer(context.Background(), CreateRequest{ID: "a", Bundle: "/b"})
+		done <- err
+	}()
+	for _, want := range []time.Duration{time.Second, 2 * time.Second} {
+		if d := <-h.clock.armed; d != want {
+			t.Fatalf("cleanup retry after %s, want %s", d, want)
+		}
+		h.clock.Advance(want)
+	}
+	must(t, <-done)
+	h.expect("start-container a")
+}
+
+// TestStateSurvivesAContainerEnding: a container whose pids cannot be read
+// (it ended during the call) is reported without them; the State of all
+// containers does not fail.
+func TestStateSurvivesAContainerEnding(t *testing.T) {
+	rt := newFakeRuntime()
+	h := newHarness(t, rt, t.TempDir())
+	h.create("a")
+	h.create("b")
+	rt.mu.Lock()
+	rt.failPids = map[string]bool{"a": true}
+	rt.mu.Unlock()
+	infos, err := h.s.State(context.Background(), "")
+	if err != nil || len(infos) != 2 {
+		t.Fatalf("State: %d containers, %v; want both", len(infos), err)
+	}
+	for _, info := range infos {
+		if (info.ID == "a") != (len(info.Pids) == 0) {
+			t.Errorf("container %s: pids %v", info.ID, info.Pids)
+		}
+	}
+}
+
 // TestRetainCountBoundsWhatIsServed: with --retain-count 10 no client is
 // served more than the last 10 events, whichever way it asks, although
 // the journal keeps more between two compactions.

@@ -26,6 +26,8 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 	// ErrDeadlineExceeded: an internal wait (e.g. for a pid file) timed out.
 	ErrDeadlineExceeded = errors.New("deadline exceeded")
+	// ErrResourceExhausted: the answer or the request exceeds a size limit.
+	ErrResourceExhausted = errors.New("resource exhausted")
 	// ErrInternal: a failure of the daemon or the runtime that the client cannot fix.
 	ErrInternal = errors.New("internal")
 )

@@ -11,6 +11,7 @@ import (
 	"github.com/evjournal/containerd/api/types"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor"
+	"google.golang.org/protobuf/proto"
 )
 
 // maxSignal is the largest Linux signal number (SIGRTMAX).
@@ -33,20 +34,21 @@ func (s *Server) CreateContainer(ctx context.Context, r *types.CreateContainerRe
 	return &types.CreateContainerResponse{Container: containerToProto(info)}, nil
 }
 
-// maxLabelBytes bounds the labels of a container, all together: State
-// echoes them for every container in one reply, which must stay well under
-// the 4 MiB message limit of v0.2 clients.
-const maxLabelBytes = 64 << 10
+// Label bounds: State echoes every container's labels in one reply, which
+// must stay under the 4 MiB message limit of v0.2 clients. Labels are
+// counted as well as measured, since an empty label costs bytes on the wire
+// (and in state.json) too: each counts labelOverhead bytes besides its text.
+const (
+	maxLabels     = 256
+	maxLabelBytes = 64 << 10
+	labelOverhead = 8
+)
 
 // validateCreate checks what would otherwise fail late, or not at all: the
-// size of the labels, the checkpoint name and dir (joined into paths).
+// labels, the checkpoint name and dir (joined into paths), the stdio paths.
 func validateCreate(r *types.CreateContainerRequest) error {
-	n := 0
-	for _, l := range r.GetLabels() {
-		n += len(l)
-	}
-	if n > maxLabelBytes {
-		return fmt.Errorf("labels: %d bytes in all, more than the %d allowed: %w", n, maxLabelBytes, errdefs.ErrInvalidArgument)
+	if err := validateLabels(r.GetLabels()); err != nil {
+		return err
 	}
 	if cp := r.GetCheckpoint(); cp != "" {
 		if err := runtime.ValidateID(cp); err != nil {
@@ -57,6 +59,21 @@ func validateCreate(r *types.CreateContainerRequest) error {
 		return err
 	}
 	return runtime.ValidateStdio(runtime.Stdio{Stdin: r.GetStdin(), Stdout: r.GetStdout(), Stderr: r.GetStderr()})
+}
+
+func validateLabels(labels []string) error {
+	if len(labels) > maxLabels {
+		return fmt.Errorf("labels: %d of them, more than the %d allowed: %w", len(labels), maxLabels, errdefs.ErrInvalidArgument)
+	}
+	n := 0
+	for _, l := range labels {
+		n += len(l) + labelOverhead
+	}
+	if n > maxLabelBytes {
+		return fmt.Errorf("labels: %d bytes in all (counting %d per label), more than the %d allowed: %w",
+			n, labelOverhead, maxLabelBytes, errdefs.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // absoluteDir rejects a relative directory: it would be resolved against
@@ -93,7 +110,24 @@ func (s *Server) State(ctx context.Context, r *types.StateRequest) (*types.State
 	for _, info := range infos {
 		resp.Containers = append(resp.Containers, containerToProto(info))
 	}
+	if err := checkReplySize(resp); err != nil {
+		return nil, api.ToGRPC(err)
+	}
 	return resp, nil
+}
+
+// maxStateReply is the largest State reply sent: the 4 MiB a v0.2 client
+// (grpc's default) accepts, less room for the framing. A larger reply would
+// fail in every client as a transport error; this one names the limit.
+const maxStateReply = 4<<20 - 4<<10
+
+func checkReplySize(resp *types.StateResponse) error {
+	n := proto.Size(resp)
+	if n <= maxStateReply {
+		return nil
+	}
+	return fmt.Errorf("state of %d containers would be a %d-byte reply, more than the %d bytes (4 MiB) clients accept: "+
+		"ask for one container by id, or remove containers: %w", len(resp.Containers), n, maxStateReply, errdefs.ErrResourceExhausted)
 }
 
 // UpdateContainer pauses ("paused"), resumes ("running") or, with an empty

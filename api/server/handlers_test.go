@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -323,5 +324,43 @@ func TestEventsClientGone(t *testing.T) {
 	case <-sub.closed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("subscription not closed after the client went away")
+	}
+}
+
+// TestStateReplyBounded: the most labels one container may have pass, and
+// a State of the containers that fit under the client's 4 MiB is answered;
+// one more container gives a clear ResourceExhausted naming the limit
+// instead of a reply every v0.2 client fails to receive.
+func TestStateReplyBounded(t *testing.T) {
+	var labels []string
+	for i := 0; i < maxLabels; i++ {
+		labels = append(labels, fmt.Sprintf("%0*d", maxLabelBytes/maxLabels-labelOverhead, i))
+	}
+	if err := validateLabels(labels); err != nil {
+		t.Fatalf("the largest allowed labels: %v", err)
+	}
+	if err := validateLabels(append(labels, "")); !errdefs.IsInvalidArgument(err) {
+		t.Fatalf("one label more: %v, want InvalidArgument", err)
+	}
+	if err := validateLabels(make([]string, 1_900_000)); !errdefs.IsInvalidArgument(err) {
+		t.Fatalf("1.9 million empty labels: %v, want InvalidArgument", err)
+	}
+	n := 0
+	b := &fakeBackend{state: func(string) ([]supervisor.ContainerInfo, error) {
+		infos := make([]supervisor.ContainerInfo, n)
+		for i := range infos {
+			infos[i] = supervisor.ContainerInfo{ID: fmt.Sprint("c", i), Status: "running", Labels: labels}
+		}
+		return infos, nil
+	}}
+	_, c, _ := startServer(t, b)
+	n = maxStateReply / (maxLabelBytes + 1024)
+	if resp, err := c.State(context.Background(), &types.StateRequest{}); err != nil || len(resp.Containers) != n {
+		t.Fatalf("State of %d containers with the most labels: %v", n, err)
+	}
+	n = 4<<20/(maxLabelBytes-maxLabels*labelOverhead) + 1
+	_, err := c.State(context.Background(), &types.StateRequest{})
+	if st, _ := status.FromError(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "(4 MiB) clients accept") {
+		t.Fatalf("State of %d containers with the most labels: %v, want ResourceExhausted naming the limit", n, err)
 	}
 }

@@ -34,6 +34,7 @@ func validateAddProcess(r *types.AddProcessRequest) error {
 	case r.GetUser() == nil:
 		return errNoUser
 	}
+	total := 0
 	for _, list := range []struct {
 		name string
 		vals []string
@@ -43,10 +44,19 @@ func validateAddProcess(r *types.AddProcessRequest) error {
 				return fmt.Errorf("%s[%d]: %d bytes, more than the kernel accepts (%d): %w",
 					list.name, i, len(v), maxArgLen, errdefs.ErrInvalidArgument)
 			}
+			total += len(v) + labelOverhead
 		}
+	}
+	if total > maxExecArgBytes {
+		return fmt.Errorf("args and env: %d bytes in all (counting %d per string), more than the %d allowed: %w",
+			total, labelOverhead, maxExecArgBytes, errdefs.ErrInvalidArgument)
 	}
 	return runtime.ValidateStdio(runtime.Stdio{Stdin: r.GetStdin(), Stdout: r.GetStdout(), Stderr: r.GetStderr()})
 }
+
+// maxExecArgBytes bounds an exec's args and env together: State echoes
+// them for every process, in one reply that must stay under 4 MiB.
+const maxExecArgBytes = 256 << 10
 
 // maxArgLen is the kernel's limit on one argument or environment string
 // (MAX_ARG_STRLEN): execve fails with E2BIG beyond it, after the runtime

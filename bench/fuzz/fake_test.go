@@ -143,6 +143,7 @@ func (c *fakeContainer) Retire() error                { return nil }
 func (c *fakeContainer) MarkStarted() error           { return nil }
 func (c *fakeContainer) Started() bool                { return true }
 func (c *fakeContainer) Delete(context.Context) error { return nil }
+func (c *fakeContainer) Discard() error               { return nil }
 
 type fakeProcess struct {
 	// implements supervisor.Process (no embedding, see fakeRuntime)

@@ -198,6 +198,10 @@ func TestBadInput(t *testing.T) {
 		{"create: unknown runtime", createC(&types.CreateContainerRequest{Id: "rt", BundlePath: good.Path, Runtime: "/no/such/runc"}), codes.Internal, "~/no/such/runc"},
 		{"create: checkpoint ../x", createC(&types.CreateContainerRequest{Id: "cp", BundlePath: good.Path, Checkpoint: "../x"}), codes.InvalidArgument, "~invalid id"},
 		{"create: 1 MiB label", createC(&types.CreateContainerRequest{Id: "label", BundlePath: good.Path, Labels: []string{huge}}), codes.InvalidArgument, "~labels: "},
+		{"create: 300 empty labels", createC(&types.CreateContainerRequest{Id: "label", BundlePath: good.Path, Labels: make([]string, 300)}),
+			codes.InvalidArgument, "~labels: 300 of them, more than the 256 allowed"},
+		{"create: 1.9 million empty labels", createC(&types.CreateContainerRequest{Id: "label", BundlePath: good.Path, Labels: make([]string, 1_900_000)}),
+			codes.InvalidArgument, "~labels: 1900000 of them"},
 		{"create: relative checkpointDir", createC(&types.CreateContainerRequest{Id: "cpdir", BundlePath: good.Path, Checkpoint: "c", CheckpointDir: "cps"}),
 			codes.InvalidArgument, "~not an absolute path"},
 		{"create: 5 MiB label", createC(&types.CreateContainerRequest{Id: "label", BundlePath: good.Path, Labels: []string{tooBig}}), codes.ResourceExhausted, "~larger than max"},
@@ -263,6 +267,8 @@ func TestBadInput(t *testing.T) {
 		{"exec: 1 MiB argument", execP(execReq(live, "bigarg", "echo", huge)), codes.InvalidArgument, "~args[2]: 1048576 bytes"},
 		{"exec: 1 MiB env", execP(&types.AddProcessRequest{Id: live, Pid: "bigenv", Args: []string{"/testinit"}, Cwd: "/", User: user,
 			Env: []string{"A=" + huge}}), codes.InvalidArgument, "~env[0]: "},
+		{"exec: 300 KiB of args", execP(execReq(live, "bigargs", "echo", huge[:100<<10], huge[:100<<10], huge[:100<<10])), codes.InvalidArgument,
+			"~args and env: "},
 		{"exec: 5 MiB argument", execP(execReq(live, "bigarg", "echo", tooBig)), codes.ResourceExhausted, "~larger than max"},
 
 		// Checkpoints.
