@@ -29,8 +29,11 @@ func runcRC2(t *testing.T) string {
 // tty exec resized, pause and resume, a kill; config.json is never touched.
 func TestDocker113Bundle(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t)
 	runc := runcRC2(t)
+	// Made before the daemon, so its cleanup (runc delete --force of what
+	// is left, cgroups included) runs after the daemon has stopped.
+	root := fixture.RuncRootFor(t, runc)
+	d := startDaemon(t)
 	b := fixture.NewBundle(t)
 	config := filepath.Join(b.Path, "config.json")
 	data, err := fixture.Docker113Spec(b.Spec, "1.0.0-rc2-dev")
@@ -43,7 +46,7 @@ func TestDocker113Bundle(t *testing.T) {
 	id := fixture.UniqueID(t)
 	evs := d.SubscribeAfter(time.Now(), id)
 	c := createReq(t, d, &types.CreateContainerRequest{Id: id, BundlePath: b.Path,
-		Runtime: runc, RuntimeArgs: []string{"--root", t.TempDir()}})
+		Runtime: runc, RuntimeArgs: []string{"--root", root}})
 	evs.Expect("start-container " + id)
 	if caps := c.GetProcesses()[0].GetCapabilities(); !slices.Equal(caps, b.Spec.Process.Capabilities.Effective) {
 		t.Errorf("init capabilities %q, want the bundle's list %q", caps, b.Spec.Process.Capabilities.Effective)
