@@ -165,3 +165,25 @@ func TestDecodeErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeResources: `runc update` input in each dialect; only the block
+// IO member names differ.
+func TestEncodeResources(t *testing.T) {
+	w, limit := uint16(500), int64(1<<20)
+	r := &specs.LinuxResources{
+		Memory:  &specs.LinuxMemory{Limit: &limit},
+		BlockIO: &specs.LinuxBlockIO{Weight: &w, ThrottleReadBpsDevice: []specs.LinuxThrottleDevice{{Rate: 7}}},
+	}
+	for _, tc := range []struct {
+		d    Dialect
+		want string
+	}{
+		{Dialect{}, `{"memory":{"limit":1048576},"blockIO":{"weight":500,"throttleReadBpsDevice":[{"major":0,"minor":0,"rate":7}]}}`},
+		{Dialect{CapabilityList: true}, `{"blockIO":{"blkioThrottleReadBpsDevice":[{"major":0,"minor":0,"rate":7}],"blkioWeight":500},"memory":{"limit":1048576}}`},
+	} {
+		got, err := tc.d.EncodeResources(r)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%+v: %s, %v\nwant %s", tc.d, got, err, tc.want)
+		}
+	}
+}

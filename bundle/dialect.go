@@ -81,3 +81,40 @@ func (d Dialect) EncodeProcess(p specs.ProcessSpec) ([]byte, error) {
 	lp.ProcessSpec.Capabilities = nil
 	return json.Marshal(lp)
 }
+
+// rc2BlockIO are the block IO member names of the capability-list era
+// (spec 1.0.0-rc2's "blkioWeight"...), by today's name.
+var rc2BlockIO = map[string]string{
+	"weight": "blkioWeight", "leafWeight": "blkioLeafWeight", "weightDevice": "blkioWeightDevice",
+	"throttleReadBpsDevice": "blkioThrottleReadBpsDevice", "throttleWriteBpsDevice": "blkioThrottleWriteBpsDevice",
+	"throttleReadIOPSDevice": "blkioThrottleReadIOPSDevice", "throttleWriteIOPSDevice": "blkioThrottleWriteIOPSDevice",
+}
+
+// EncodeResources writes r as this dialect's `runc update -r -` reads it.
+// Only the block IO members were renamed since: a runc of the list era
+// ignores "weight" and would silently change nothing.
+func (d Dialect) EncodeResources(r *specs.LinuxResources) ([]byte, error) {
+	data, err := json.Marshal(r)
+	if err != nil || !d.CapabilityList || r.BlockIO == nil {
+		return data, err
+	}
+	var doc map[string]json.RawMessage
+	var bio map[string]json.RawMessage
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(doc["blockIO"], &bio); err != nil {
+		return nil, err
+	}
+	old := make(map[string]json.RawMessage, len(bio))
+	for k, v := range bio {
+		if n, ok := rc2BlockIO[k]; ok {
+			k = n
+		}
+		old[k] = v
+	}
+	if doc["blockIO"], err = json.Marshal(old); err != nil {
+		return nil, err
+	}
+	return json.Marshal(doc)
+}

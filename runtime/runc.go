@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	gorunc "github.com/containerd/go-runc"
 	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/evjournal/containerd/bundle"
 	"github.com/evjournal/containerd/specs"
 )
 
@@ -169,18 +171,36 @@ func (c *Container) Pids(ctx context.Context) ([]int, error) {
 	return pids, nil
 }
 
-// UpdateResources applies r with `runc update -r -`. A nil r is a no-op.
+// UpdateResources applies r with `runc update --resources=-`, r written
+// in the dialect of the container's bundle (docs/api.md 7.1). A nil r is a
+// no-op. A failure answers runc's output as it is (v0.2.9's text).
 func (c *Container) UpdateResources(ctx context.Context, r *specs.LinuxResources) error {
 	if r == nil {
 		return nil
 	}
-	if err := c.runc().Update(ctx, c.rec.ID, r); err != nil {
-		if ctx.Err() != nil {
-			return c.runcError(ctx, "update", err)
-		}
-		return &RuncOutputError{parseRuncError("update", err)}
+	var d bundle.Dialect
+	if c.rec.Spec != nil {
+		d = c.rec.Spec.Dialect
 	}
-	return nil
+	data, err := d.EncodeResources(r)
+	if err != nil {
+		return fmt.Errorf("container %q: update: %w", c.rec.ID, err)
+	}
+	args := append(append([]string{}, c.rec.RuntimeArgs...), "update", "--resources=-", c.rec.ID)
+	cmd := exec.CommandContext(ctx, c.rec.Runtime, args...)
+	cmd.Stdin = bytes.NewReader(data)
+	out, err := cmd.CombinedOutput()
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("container %q: update: %w", c.rec.ID, ctx.Err())
+	}
+	re := &RuncError{Op: "update", Status: -1, Output: err.Error()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		re.Status, re.Output = ee.ExitCode(), string(out)
+	}
+	return &RuncOutputError{re}
 }
 
 // deleteRuncState runs `runc delete --force <id>` if the runc state of the id

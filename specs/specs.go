@@ -33,6 +33,8 @@ type (
 	LinuxPids = ocs.LinuxPids
 	// LinuxBlockIO are block IO limits.
 	LinuxBlockIO = ocs.LinuxBlockIO
+	// LinuxThrottleDevice is one block IO rate limit.
+	LinuxThrottleDevice = ocs.LinuxThrottleDevice
 	// LinuxNamespace is one namespace of a container.
 	LinuxNamespace = ocs.LinuxNamespace
 	// LinuxDeviceCgroup is one device cgroup rule.
