@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/evjournal/containerd/bundle"
 )
 
 // writeFileAtomic replaces path with data so that a crash leaves either the
@@ -66,9 +68,18 @@ func writeJSON(path string, v any) error {
 	return writeFileAtomic(path, data, 0o600)
 }
 
+// Bounds on the reads of the daemon's own state files. A damaged state dir
+// (a file swapped for a FIFO, /dev/zero or a huge file) must not hang or
+// exhaust the daemon at restart: every state file is read with
+// bundle.ReadFile (regular files only, non-blocking, bounded).
+const (
+	maxStateFile = 16 << 20 // state.json holds the bundle's config (4 MiB at most)
+	maxNumFile   = 64       // a pid, a start time, an exit status
+)
+
 // readJSON loads path into v; the error names the file.
 func readJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
+	data, err := bundle.ReadFile(path, maxStateFile)
 	if err != nil {
 		return err
 	}
@@ -80,7 +91,7 @@ func readJSON(path string, v any) error {
 
 // readUint reads a file holding one decimal number (surrounding space allowed).
 func readUint(path string) (uint64, error) {
-	data, err := os.ReadFile(path)
+	data, err := bundle.ReadFile(path, maxNumFile)
 	if err != nil {
 		return 0, err
 	}

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"syscall"
+	"time"
 
 	"github.com/evjournal/containerd/monitor"
 	"github.com/evjournal/containerd/runtime"
@@ -14,6 +15,9 @@ import (
 type Runtime interface {
 	New(opts runtime.ContainerOpts) (Container, error)
 	Load(root, id string) (Container, error)
+	// Recover rebuilds a container whose state.json cannot be read from
+	// what survives (runtime state, process dirs, the hint).
+	Recover(root, id string, hint runtime.RecoverHint) (Container, error)
 	ListIDs(root string) ([]string, error)
 	Retired(root string) ([]Container, error)
 	SetAside(root, id, reason string) error
@@ -30,6 +34,10 @@ type Container interface {
 	Labels() []string
 	Runtime() string
 	Incarnation() string
+	// Created is when the container was made (its record's time).
+	Created() time.Time
+	// Paused reports whether the container's cgroup is frozen now.
+	Paused() bool
 	Create(ctx context.Context, opts runtime.CreateOpts) (Process, error)
 	Start(ctx context.Context) error
 	Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio) (Process, error)
@@ -98,6 +106,14 @@ func (realRuntime) New(opts runtime.ContainerOpts) (Container, error) {
 
 func (realRuntime) Load(root, id string) (Container, error) {
 	c, err := runtime.Load(root, id)
+	if err != nil {
+		return nil, err
+	}
+	return realContainer{c}, nil
+}
+
+func (realRuntime) Recover(root, id string, hint runtime.RecoverHint) (Container, error) {
+	c, err := runtime.Recover(root, id, hint)
 	if err != nil {
 		return nil, err
 	}
