@@ -13,7 +13,7 @@ import (
 )
 
 // classes maps error classes to gRPC codes, first match wins. Sentinels come
-// first; the fs errors keep the codes v0.2.9 gave raw OS errors (compat doc
+// first; the fs errors keep the codes v0.2.9 gave raw OS errors (docs/api.md
 // 1.4: e.g. "mkdir …: file exists" is AlreadyExists).
 var classes = []struct {
 	class error
@@ -36,7 +36,7 @@ var classes = []struct {
 
 // ToGRPC converts an error returned below the API into the error a handler
 // returns. The status message is exactly err.Error(): v0.2 clients match on
-// message text only (compat doc 1.4 and 3.0), so the text must survive
+// message text only (docs/api.md 1.4 and 3.0), so the text must survive
 // byte for byte. The code comes from the error's class (see classes); an
 // unclassified error gets Unknown, as in v0.2.9.
 //

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 )
 
-// Texts of compat doc 3.0 that clients compare byte for byte.
+// Texts of docs/api.md 3.0 that clients compare byte for byte.
 const (
 	msgNotFound      = "containerd: container not found"
 	msgUnknownStatus = "containerd: unknown container status " // trailing space is part of it

@@ -3,8 +3,8 @@ package api
 import "fmt"
 
 // The version GetServerVersion reports. The API is the containerd v0.2.9 API
-// (compat doc 3.1), so the daemon reports that release rather than v0.2.9's
-// stale 0.2.3 constant (compat doc section 9, item 43).
+// (docs/api.md 3.1), so the daemon reports that release rather than v0.2.9's
+// stale 0.2.3 constant (docs/api.md 9.7).
 const (
 	VersionMajor = 0
 	VersionMinor = 2

@@ -2,7 +2,7 @@
 // the config.json of any runtime-spec version from 1.0.0-rc1 to today's
 // 1.x, read once at create, without blocking, bounded in size, and never
 // written. What it learns is kept in the daemon's own state (Config), so a
-// restart never reads the bundle again (docs/api.md, "Bundles").
+// restart never reads the bundle again (docs/api.md 7.1).
 package bundle
 
 import (

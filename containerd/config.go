@@ -33,7 +33,7 @@ type config struct {
 	graphiteAddress   string
 }
 
-// flags are v0.2.9's (compat doc section 5: same names, shorts and
+// flags are v0.2.9's (docs/api.md section 5: same names, shorts and
 // defaults) followed by this daemon's additions.
 func flags() []cli.Flag {
 	return []cli.Flag{
@@ -152,7 +152,7 @@ type listenAddr struct {
 
 func (l listenAddr) String() string { return l.proto + "://" + l.addr }
 
-// parseListen splits proto://address (compat doc 1.1). A value without
+// parseListen splits proto://address (docs/api.md 1.1). A value without
 // "://" is an error, as in v0.2.9.
 func parseListen(s string) (listenAddr, error) {
 	proto, addr, ok := strings.Cut(s, "://")

@@ -19,9 +19,9 @@ import (
 
 const (
 	// shutdownBudget bounds the whole shutdown: supervisors of the daemon
-	// expect it gone within 2 s of SIGINT/SIGTERM (compat doc 8.4).
+	// expect it gone within 2 s of SIGINT/SIGTERM (docs/api.md section 8, item 4).
 	shutdownBudget = 1800 * time.Millisecond
-	// workers and subscriberBuffer are v0.2.9's sizes (compat doc 3.0, 3.13).
+	// workers and subscriberBuffer are v0.2.9's sizes (docs/api.md 3.0, 3.13).
 	workers          = 10
 	subscriberBuffer = 2048
 )
@@ -165,7 +165,7 @@ func serve(g *grpc.Server, listeners []net.Listener) <-chan error {
 }
 
 // shutdown stops accepting and cuts every connection at once (a hard Stop,
-// so streaming clients see "transport is closing", compat doc section 5),
+// so streaming clients see "transport is closing", docs/api.md section 5),
 // then stops the supervisor, which flushes the journal. Containers and shims
 // keep running. Everything must end by deadline.
 func (d *daemon) shutdown(deadline time.Time) error {

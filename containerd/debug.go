@@ -14,7 +14,7 @@ import (
 
 // serveHTTP serves h on a TCP address opened now, so that a bad address is a
 // start-up error; later serving errors are logged (v0.2.9 dropped them:
-// compat doc section 9, item 42). The server is closed by the returned func.
+// docs/api.md 9.6). The server is closed by the returned func.
 func serveHTTP(what, addr string, h http.Handler, log *logrus.Entry) (func(), error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {

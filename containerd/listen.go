@@ -15,10 +15,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// socketMode: owner and group may connect, nobody else (compat doc 1.1).
+// socketMode: owner and group may connect, nobody else (docs/api.md 1.1).
 const socketMode = 0o660
 
-// listen opens the API listeners for --listen (compat doc 1.1). fd:// may
+// listen opens the API listeners for --listen (docs/api.md 1.1). fd:// may
 // yield several (systemd socket activation).
 func listen(l listenAddr, gid int, log *logrus.Entry) ([]net.Listener, error) {
 	switch l.proto {

@@ -11,7 +11,7 @@ import (
 // setupLogging configures logrus' standard logger, which the other packages
 // log through as well, and returns the daemon's entry. --log-level wins over
 // --debug; an unparsable level means info with a warning (v0.2.9's
-// behaviour, compat doc section 5).
+// behaviour, docs/api.md section 5).
 func setupLogging(out io.Writer, level string, debug bool, format string) (*logrus.Entry, error) {
 	l := logrus.StandardLogger()
 	l.SetOutput(out)

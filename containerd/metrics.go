@@ -13,7 +13,7 @@ import (
 var quantiles = []float64{0.5, 0.9, 0.99}
 
 // logMetrics logs every metric of r every interval until ctx ends. Unlike
-// v0.2.9 it runs whatever the log level (compat doc section 9, item 41).
+// v0.2.9 it runs whatever the log level (docs/api.md 9.5).
 func logMetrics(ctx context.Context, r metrics.Registry, interval time.Duration, log *logrus.Entry) {
 	t := time.NewTicker(interval)
 	defer t.Stop()

@@ -16,7 +16,7 @@ import (
 // handleSignals returns the channel of stop signals (SIGINT, SIGTERM).
 // SIGUSR1 dumps goroutine stacks to the log. SIGPIPE is caught and dropped,
 // so a write to a closed stdout or stderr fails instead of killing the
-// daemon (compat doc section 9, item 39); catching it rather than ignoring
+// daemon (docs/api.md 9.4); catching it rather than ignoring
 // it keeps the default disposition for the shims and containers we exec.
 func handleSignals(log *logrus.Entry) <-chan os.Signal {
 	stop := make(chan os.Signal, 1)

@@ -43,7 +43,7 @@ type target struct {
 func runAttached(cl *client, t target, create func(stdin, stdout, stderr string) error) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	fifos, err := newFifoSet()
+	fifos, err := newFifoSet(ctx)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func startIO(ctx context.Context, cl *client, t target, f *fifoSet) *attachedIO 
 
 // copyStdin copies local stdin to the process and, on local EOF, closes the
 // FIFO and asks the daemon to drop its hold, so the process sees EOF.
-func copyStdin(ctx context.Context, cl *client, t target, from io.Reader, to *os.File) {
+func copyStdin(ctx context.Context, cl *client, t target, from io.Reader, to io.WriteCloser) {
 	io.Copy(to, from)
 	to.Close()
 	cl.UpdateProcess(ctx, &types.UpdateProcessRequest{Id: t.id, Pid: t.pid, CloseStdin: true})

@@ -8,7 +8,7 @@ import (
 )
 
 // defaultPath is the PATH an exec gets when no --env is given: nothing is
-// inherited from the container's config (compat doc 2.3), and without a
+// inherited from the container's config (docs/api.md 2.3), and without a
 // PATH the runtime cannot find a bare command name.
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

@@ -1,32 +1,38 @@
 package main
 
 import (
-	"fmt"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/containerd/fifo"
 	"golang.org/x/sys/unix"
 )
 
 // fifoSet is ctr's side of an attached process's stdio: three FIFOs (mode
-// 0600) in a private temp dir, opened before the process is created so
-// that neither side blocks:
+// 0600) in a private temp dir, made and opened by github.com/containerd/fifo
+// before the process is created, so that neither side blocks:
 //
 //   - stdin: opened read-write; ctr writes, the shim reads;
-//   - stdout, stderr: a non-blocking read end ctr copies from, plus a
-//     keep-alive write end so that the reader sees no EOF before the shim
-//     opens its end. Closing the keep-alive after the process's exit
-//     makes the reader get EOF once the shim is gone and the data drained.
+//   - stdout, stderr: a read end ctr copies from, plus a keep-alive write
+//     end so that the reader sees no EOF before the shim opens its end.
+//     Closing the keep-alive after the process's exit makes the reader get
+//     EOF once the shim is gone and the data drained.
+//
+// The shim opens these paths with its own code (shim/clientpaths.go): it
+// must refuse symlinks and regular files a client names, which the library
+// does not check, and it keeps its binary small.
 type fifoSet struct {
 	dir                   string
 	stdin, stdout, stderr string // paths sent to the daemon
 
-	in         *os.File
-	outR, errR *os.File
-	outW, errW *os.File
+	in         io.ReadWriteCloser
+	outR, errR io.ReadWriteCloser
+	outW, errW io.ReadWriteCloser
 }
 
-func newFifoSet() (f *fifoSet, err error) {
+func newFifoSet(ctx context.Context) (f *fifoSet, err error) {
 	dir, err := os.MkdirTemp("", "ctr-")
 	if err != nil {
 		return nil, err
@@ -42,29 +48,24 @@ func newFifoSet() (f *fifoSet, err error) {
 			f.Close()
 		}
 	}()
-	for _, p := range []string{f.stdin, f.stdout, f.stderr} {
-		if err := unix.Mkfifo(p, 0o600); err != nil {
-			return f, fmt.Errorf("mkfifo %s: %w", p, err)
-		}
-	}
-	if f.in, err = os.OpenFile(f.stdin, os.O_RDWR, 0); err != nil {
+	if f.in, err = fifo.OpenFifo(ctx, f.stdin, unix.O_CREAT|unix.O_RDWR, 0o600); err != nil {
 		return f, err
 	}
-	if f.outR, f.outW, err = openOutput(f.stdout); err != nil {
+	if f.outR, f.outW, err = openOutput(ctx, f.stdout); err != nil {
 		return f, err
 	}
-	f.errR, f.errW, err = openOutput(f.stderr)
+	f.errR, f.errW, err = openOutput(ctx, f.stderr)
 	return f, err
 }
 
-// openOutput opens the read end (non-blocking open, reads through Go's
-// poller) and then the keep-alive write end, which does not block because
-// a reader exists.
-func openOutput(path string) (r, w *os.File, err error) {
-	if r, err = os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0); err != nil {
+// openOutput makes the FIFO and opens its read end without waiting for a
+// writer, then the keep-alive write end, which does not block because a
+// reader exists.
+func openOutput(ctx context.Context, path string) (r, w io.ReadWriteCloser, err error) {
+	if r, err = fifo.OpenFifo(ctx, path, unix.O_CREAT|unix.O_RDONLY|unix.O_NONBLOCK, 0o600); err != nil {
 		return nil, nil, err
 	}
-	if w, err = os.OpenFile(path, os.O_WRONLY, 0); err != nil {
+	if w, err = fifo.OpenFifo(ctx, path, unix.O_WRONLY, 0); err != nil {
 		r.Close()
 		return nil, nil, err
 	}
@@ -79,13 +80,13 @@ func (f *fifoSet) releaseOutputs() {
 
 // Close closes every end and removes the temp dir.
 func (f *fifoSet) Close() {
-	for _, file := range []*os.File{f.in, f.outR, f.errR, f.outW, f.errW} {
+	for _, file := range []io.Closer{f.in, f.outR, f.errR, f.outW, f.errW} {
 		closeFile(file)
 	}
 	os.RemoveAll(f.dir)
 }
 
-func closeFile(f *os.File) {
+func closeFile(f io.Closer) {
 	if f != nil {
 		f.Close()
 	}

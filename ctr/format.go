@@ -33,7 +33,7 @@ func printCompactJSON(w io.Writer, v any) error {
 }
 
 // printJSON writes v as indented JSON. Generated API structs keep the
-// proto field names as JSON names (compat doc 2.2), as v0.2.9's ctr printed.
+// proto field names as JSON names (docs/api.md 2.2), as v0.2.9's ctr printed.
 func printJSON(w io.Writer, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {

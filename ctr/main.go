@@ -1,5 +1,5 @@
 // Command ctr is the command line client of the containerd v0.2 API: the
-// command tree and flags of v0.2.9's ctr (compat doc section 6), with its
+// command tree and flags of v0.2.9's ctr (docs/api.md section 6), with its
 // bugs fixed and a few additions (events --since/--id/--stored-only/
 // --after-seq, --format on listings).
 package main

@@ -81,7 +81,7 @@ func launch(c *cli.Context, cl *client, stdin, stdout, stderr *string, attach fu
 // createRequest checks the arguments and builds the request. The runtime is
 // sent only when the user names one, so by default the daemon's --runtime
 // and --runtime-args apply (v0.2.9 always sent "runc", which dropped the
-// daemon's --runtime-args: compat doc section 9, item 45).
+// daemon's --runtime-args: docs/api.md 9.8).
 func createRequest(c *cli.Context) (*types.CreateContainerRequest, error) {
 	id := c.Args().Get(0)
 	if id == "" {
@@ -132,8 +132,8 @@ func bundleTerminal(bundle string) (bool, error) {
 }
 
 // detachedStdio sets the stdio of a detached process: empty (the daemon
-// uses /dev/null, so nothing ever blocks on an unread pipe: compat doc
-// section 9, item 46) or the files the user named. Output files are
+// uses /dev/null, so nothing ever blocks on an unread pipe: docs/api.md
+// 9.9) or the files the user named. Output files are
 // created (truncated, like a shell's >); an input file must exist.
 func detachedStdio(c *cli.Context, stdin, stdout, stderr *string) error {
 	var err error

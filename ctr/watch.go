@@ -8,7 +8,7 @@ import (
 )
 
 // watchCommand prints live events, of one container or all, until
-// interrupted (v0.2.9 stopped after the first: compat doc section 9, item 45).
+// interrupted (v0.2.9 stopped after the first: docs/api.md 9.8).
 func watchCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "watch",

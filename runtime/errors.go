@@ -6,7 +6,7 @@ import (
 	"github.com/evjournal/containerd/api/errdefs"
 )
 
-// The start errors v0.2 clients see byte for byte (compat doc 3.0). They are
+// The start errors v0.2 clients see byte for byte (docs/api.md 3.0). They are
 // returned unwrapped so their text stays exact.
 var (
 	// ErrStartTimeout: the shim reported nothing within StartTimeout.

@@ -11,7 +11,7 @@ import (
 
 // Features are the flags a runtime binary has, learnt from its own --help
 // (runc 1.0.0-rc2, shipped with Docker 1.13, predates --console-socket;
-// docs/api.md, "Runtimes"). The shim builds runc's command lines from them.
+// docs/api.md 7.2). The shim builds runc's command lines from them.
 type Features struct {
 	// ConsoleSocket: `create`/`exec` take --console-socket (runc sends the
 	// pty master on it). Without it the shim makes the pty and passes the

@@ -8,56 +8,22 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/evjournal/containerd/bundle"
+	"github.com/evjournal/containerd/internal/atomicfile"
 )
 
 // writeFileAtomic replaces path with data so that a crash leaves either the
-// old content or the new one: write a temp file in the same dir, fsync it,
-// rename it over path, fsync the dir. Every state file goes through here.
+// old content or the new one (internal/atomicfile). Every state file goes
+// through here.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	if err := writeSyncClose(f, data, perm); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(dir)
+	return atomicfile.Write(path, data, perm)
 }
 
-func writeSyncClose(f *os.File, data []byte, perm os.FileMode) error {
-	_, err := f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+// syncDir makes the renames and creations in dir durable.
+func syncDir(dir string) error { return atomicfile.SyncDir(dir) }
 
 // writeJSON saves v as indented JSON through writeFileAtomic, mode 0600.
 func writeJSON(path string, v any) error {

@@ -16,7 +16,7 @@ import (
 )
 
 // RuncError is a failed runc command the daemon ran directly. Its text is
-// v0.2's `<exit status>: "<runtime output>"` (compat doc 3.0); callers add
+// v0.2's `<exit status>: "<runtime output>"` (docs/api.md 3.0); callers add
 // context by wrapping it.
 type RuncError struct {
 	Op     string // runc subcommand: "start", "pause", ...
@@ -114,7 +114,7 @@ func (c *Container) Start(ctx context.Context) error {
 
 // Pause freezes the container (`runc pause`). A runc failure is v0.2.9's
 // text exactly, `exit status N: "<runc output>"`, nothing prepended
-// (clients prefix-match it; docs/api.md, UpdateContainer).
+// (clients prefix-match it; docs/api.md 3.3).
 func (c *Container) Pause(ctx context.Context) error {
 	if err := c.runc().Pause(ctx, c.rec.ID); err != nil {
 		return c.bareRuncError(ctx, "pause", err)

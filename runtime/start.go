@@ -30,7 +30,7 @@ type CreateOpts struct {
 // Create starts the init process through a shim: `runc create` (or `runc
 // restore -d` from opts.Checkpoint). A fresh init is created, not started:
 // call Start once the exit and OOM monitors are armed. The error texts are
-// v0.2's (compat doc 3.0): *OCIRuntimeError, *ShimError, ErrShimExited,
+// v0.2's (docs/api.md 3.0): *OCIRuntimeError, *ShimError, ErrShimExited,
 // ErrStartTimeout, ctx.Err(), "<shim> not installed on system". On failure
 // the shim is killed, the runc state deleted and the process dir removed;
 // the container dir stays for Delete.

@@ -14,7 +14,7 @@ import (
 // that a create or exec naming a host file fails at once with
 // ErrInvalidArgument naming the field, and changes nothing on disk. The
 // shim, which runs as root, enforces the same rules when it opens them
-// (docs/api.md, "stdio paths"):
+// (docs/api.md 3.2, "Stdio paths"):
 //
 //   - stdout, stderr: "" (/dev/null), a FIFO, a character device, or an
 //     absolute path that does not exist yet (the shim creates it, 0600,

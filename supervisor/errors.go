@@ -8,7 +8,7 @@ import (
 	"github.com/evjournal/containerd/api/errdefs"
 )
 
-// Errors whose texts v0.2 clients match byte for byte (compat doc 3.0).
+// Errors whose texts v0.2 clients match byte for byte (docs/api.md 3.0).
 var (
 	ErrContainerNotFound = errdefs.Mark(errors.New("containerd: container not found"), errdefs.ErrNotFound)
 	ErrProcessNotFound   = errdefs.Mark(errors.New("containerd: process not found for container"), errdefs.ErrNotFound)

@@ -10,7 +10,7 @@ import (
 )
 
 // CreateCheckpoint checkpoints a container into checkpointDir/name
-// (checkpointDir "" = <bundle>/checkpoints). No event (compat doc 3.7).
+// (checkpointDir "" = <bundle>/checkpoints). No event (docs/api.md 3.7).
 func (s *Server) CreateCheckpoint(ctx context.Context, r *types.CreateCheckpointRequest) (*types.CreateCheckpointResponse, error) {
 	switch {
 	case r.GetCheckpoint() == nil:
@@ -27,7 +27,7 @@ func (s *Server) CreateCheckpoint(ctx context.Context, r *types.CreateCheckpoint
 	return &types.CreateCheckpointResponse{}, nil
 }
 
-// DeleteCheckpoint removes one checkpoint; a missing one is success (compat doc 3.8).
+// DeleteCheckpoint removes one checkpoint; a missing one is success (docs/api.md 3.8).
 func (s *Server) DeleteCheckpoint(ctx context.Context, r *types.DeleteCheckpointRequest) (*types.DeleteCheckpointResponse, error) {
 	if r.GetName() == "" {
 		return nil, api.ToGRPC(errEmptyCheckpointName)
@@ -42,7 +42,7 @@ func (s *Server) DeleteCheckpoint(ctx context.Context, r *types.DeleteCheckpoint
 }
 
 // ListCheckpoint lists a container's checkpoints. An unknown container gets
-// v0.2.9's own text for this RPC, `no such containers` (compat doc 3.9).
+// v0.2.9's own text for this RPC, `no such containers` (docs/api.md 3.9).
 func (s *Server) ListCheckpoint(ctx context.Context, r *types.ListCheckpointRequest) (*types.ListCheckpointResponse, error) {
 	if err := absoluteDir("checkpointDir", r.GetCheckpointDir()); err != nil {
 		return nil, api.ToGRPC(err)

@@ -19,7 +19,7 @@ const maxSignal = 64
 
 // CreateContainer starts a container. The supervisor journals and publishes
 // start-container before it returns, so the reply never precedes the event
-// (compat doc 3.14).
+// (docs/api.md 3.14).
 func (s *Server) CreateContainer(ctx context.Context, r *types.CreateContainerRequest) (*types.CreateContainerResponse, error) {
 	if r.GetBundlePath() == "" {
 		return nil, api.ToGRPC(errEmptyBundle)
@@ -85,7 +85,7 @@ func absoluteDir(field, dir string) error {
 	return nil
 }
 
-// createRequest converts the request field by field (compat doc 2.3).
+// createRequest converts the request field by field (docs/api.md 2.3).
 func createRequest(r *types.CreateContainerRequest) supervisor.CreateRequest {
 	return supervisor.CreateRequest{
 		ID:            r.GetId(),
@@ -131,7 +131,7 @@ func checkReplySize(resp *types.StateResponse) error {
 }
 
 // UpdateContainer pauses ("paused"), resumes ("running") or, with an empty
-// status, changes resources (compat doc 3.3). With a status set, resources
+// status, changes resources (docs/api.md 3.3). With a status set, resources
 // are ignored; the supervisor rejects unknown statuses after looking the
 // container up, in v0.2.9's order.
 func (s *Server) UpdateContainer(ctx context.Context, r *types.UpdateContainerRequest) (*types.UpdateContainerResponse, error) {
@@ -149,7 +149,7 @@ func (s *Server) UpdateContainer(ctx context.Context, r *types.UpdateContainerRe
 	return &types.UpdateContainerResponse{}, nil
 }
 
-// Signal sends a signal to one process of a container (compat doc 3.4).
+// Signal sends a signal to one process of a container (docs/api.md 3.4).
 func (s *Server) Signal(ctx context.Context, r *types.SignalRequest) (*types.SignalResponse, error) {
 	if r.GetSignal() > maxSignal {
 		return nil, api.ToGRPC(fmt.Errorf("invalid signal %d: %w", r.GetSignal(), errdefs.ErrInvalidArgument))
@@ -160,7 +160,7 @@ func (s *Server) Signal(ctx context.Context, r *types.SignalRequest) (*types.Sig
 	return &types.SignalResponse{}, nil
 }
 
-// UpdateProcess closes a process's stdin and/or resizes its pty (compat doc 3.5).
+// UpdateProcess closes a process's stdin and/or resizes its pty (docs/api.md 3.5).
 func (s *Server) UpdateProcess(ctx context.Context, r *types.UpdateProcessRequest) (*types.UpdateProcessResponse, error) {
 	err := s.sup.UpdateProcess(ctx, supervisor.ProcessUpdate{
 		ID:         r.GetId(),

@@ -9,10 +9,10 @@ import (
 )
 
 // devNull is what a process's stdio shows when the client gave no path
-// (compat doc 2.3, Process fields 8-10).
+// (docs/api.md 2.3, Process stdio).
 const devNull = "/dev/null"
 
-// containerToProto fills a Container as compat doc 2.3 describes it.
+// containerToProto fills a Container as docs/api.md 2.3 describes it.
 func containerToProto(c supervisor.ContainerInfo) *types.Container {
 	pc := &types.Container{
 		Id:         c.ID,
@@ -31,7 +31,7 @@ func containerToProto(c supervisor.ContainerInfo) *types.Container {
 }
 
 // processToProto echoes a process's spec. Only the effective capability set
-// is reported (compat doc 2.3, Process field 11); a spec without
+// is reported (docs/api.md 2.3, Process capabilities); a spec without
 // capabilities reports none.
 func processToProto(p supervisor.ProcessInfo) *types.Process {
 	sp := p.Spec
@@ -76,7 +76,7 @@ func rlimitsToProto(rls []specs.POSIXRlimit) []*types.Rlimit {
 	return out
 }
 
-// execRequest converts AddProcess into an exec (compat doc 2.3 and 3.6). The
+// execRequest converts AddProcess into an exec (docs/api.md 2.3 and 3.6). The
 // caller has checked that r.User is present. The capability list is used as
 // the bounding, effective, inheritable and permitted sets; ambient stays
 // empty, and an empty list means no capabilities at all (never the
@@ -119,7 +119,7 @@ func rlimitsFromProto(rls []*types.Rlimit) []specs.POSIXRlimit {
 }
 
 // checkpointToProto reports every option of a checkpoint, exit and emptyNS
-// included (v0.2.9 left those two out: compat doc section 9, item 34).
+// included (v0.2.9 left those two out: docs/api.md 9.3).
 func checkpointToProto(c runtime.Checkpoint) *types.Checkpoint {
 	return &types.Checkpoint{
 		Name:        c.Name,

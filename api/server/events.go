@@ -17,10 +17,9 @@ import (
 )
 
 // Events streams the journal's events after a cursor, then live events
-// (compat doc 3.12 and 3.13). The subscription follows the stream's context:
+// (docs/api.md 3.12 and 3.13). The subscription follows the stream's context:
 // when the client goes away, Next returns and the deferred Close
-// unsubscribes at once, not at the next event (compat doc section 9, item
-// 11). A subscriber cut off for lagging gets Unavailable with the
+// unsubscribes at once, not at the next event (docs/api.md 9.10). A subscriber cut off for lagging gets Unavailable with the
 // supervisor's message, which says where to resume.
 func (s *Server) Events(r *types.EventsRequest, stream types.API_EventsServer) error {
 	req, err := subscribeRequest(r)
@@ -65,7 +64,7 @@ func (s *Server) endStream(ctxErr, err error) error {
 	return api.ToGRPC(err)
 }
 
-// subscribeRequest applies the request rules of compat doc 3.13:
+// subscribeRequest applies the request rules of docs/api.md 3.13:
 //
 //   - afterSeq (extension) set: replay after that sequence number, the
 //     timestamp is ignored;

@@ -10,7 +10,7 @@ import (
 	"github.com/evjournal/containerd/runtime"
 )
 
-// AddProcess execs a process in a running container (compat doc 3.6). The
+// AddProcess execs a process in a running container (docs/api.md 3.6). The
 // supervisor publishes start-process before it returns.
 func (s *Server) AddProcess(ctx context.Context, r *types.AddProcessRequest) (*types.AddProcessResponse, error) {
 	if err := validateAddProcess(r); err != nil {

@@ -11,10 +11,10 @@ import (
 )
 
 // resourcesFromProto converts UpdateResource into the OCI document given to
-// `runc update -r` (compat doc 3.3). A 0 or empty field means "leave
+// `runc update -r` (docs/api.md 3.3). A 0 or empty field means "leave
 // unchanged", so it stays nil and runc does not touch it; a group with
 // nothing set stays nil as a whole. Unlike v0.2.9, the blkio fields 12-17
-// are honoured (compat doc section 9, item 33) and out-of-range values are
+// are honoured (docs/api.md 9.2) and out-of-range values are
 // rejected instead of truncated.
 //
 // The signed limits (memory, swap, CPU quota, pids) arrive as uint64 and are

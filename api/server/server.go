@@ -3,7 +3,7 @@
 // health service.
 //
 // Each handler validates its request (keeping the v0.2.9 error texts of
-// compat doc 3.0), converts it to a supervisor request, and passes every
+// docs/api.md 3.0), converts it to a supervisor request, and passes every
 // error through api.ToGRPC, the one place where error classes become codes.
 // Handlers never touch container state themselves.
 package server
@@ -62,7 +62,7 @@ func newServer(b backend, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	// The empty service name is the only one registered (compat doc 1.3):
+	// The empty service name is the only one registered (docs/api.md 1.3):
 	// any other name gets NotFound "unknown service".
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	return s
@@ -87,7 +87,7 @@ func (s *Server) SetServing(serving bool) {
 // ServerOptions returns the grpc.Server options the API needs: interceptors
 // that turn a handler panic into an Internal error (logged with its stack)
 // instead of a daemon crash. Keepalive enforcement and message sizes stay at
-// grpc's defaults, which v0.2 clients need (compat doc 1.1).
+// grpc's defaults, which v0.2 clients need (docs/api.md 1.1).
 func ServerOptions(log *logrus.Entry) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
@@ -119,7 +119,7 @@ func (s *Server) GetServerVersion(context.Context, *types.GetServerVersionReques
 	}, nil
 }
 
-// machineInfo returns the host's CPU count and RAM in MiB (compat doc 2.3:
+// machineInfo returns the host's CPU count and RAM in MiB (docs/api.md 2.3:
 // Machine.memory is total bytes / 1024 / 1024).
 func machineInfo() *types.Machine {
 	m := &types.Machine{Cpus: uint32(goruntime.NumCPU())}

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// Stats samples a container's cgroup statistics (compat doc 3.11). The
+// Stats samples a container's cgroup statistics (docs/api.md 3.11). The
 // runtime adds system_usage (from /proc/stat) and the sample's time.
 func (s *Server) Stats(ctx context.Context, r *types.StatsRequest) (*types.StatsResponse, error) {
 	st, err := s.sup.Stats(ctx, r.GetId())

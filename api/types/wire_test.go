@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// field is one row of a message table in compat doc section 2.3, written the
-// way the doc writes it: message types without the "types." prefix, maps as
+// field is one field of v0.2.9's proto (docs/api.md 2.1), written the
+// way v0.2.9's proto writes it: message types without the "types." prefix, maps as
 // "map<K,V>", label "singular", "repeated" or "map".
 type field struct {
 	num   protowire.Number
@@ -26,7 +26,7 @@ type field struct {
 	label string
 }
 
-// v029Messages is compat doc section 2.3: the 46 messages of v0.2.9, in file
+// v029Messages are the 46 messages of v0.2.9 (docs/api.md 2.1), in file
 // order, field by field. Never edit a row to make a test pass: a mismatch is a
 // wire break.
 var v029Messages = []struct {
@@ -302,7 +302,7 @@ var v029Messages = []struct {
 	}},
 }
 
-// v029Reserved are the retired timestamp tags (compat doc 2.1).
+// v029Reserved are the retired timestamp tags (docs/api.md 2.1).
 var v029Reserved = map[string][]protowire.Number{
 	"EventsRequest": {1},
 	"Event":         {5},
@@ -316,7 +316,7 @@ var extensions = map[string][]field{
 	"EventsRequest": {{5, "afterSeq", "uint64", "singular"}},
 }
 
-// v029Methods is compat doc 1.2, in declaration order.
+// v029Methods is docs/api.md 1.2, in declaration order.
 var v029Methods = []struct {
 	name, in, out string
 	serverStream  bool
@@ -335,7 +335,7 @@ var v029Methods = []struct {
 	{"Stats", "StatsRequest", "StatsResponse", false},
 }
 
-// typeName renders a field's type the way the compat doc writes it.
+// typeName renders a field's type the way v0.2.9's proto writes it.
 func typeName(fd protoreflect.FieldDescriptor) string {
 	if fd.IsMap() {
 		return fmt.Sprintf("map<%s,%s>", typeName(fd.MapKey()), typeName(fd.MapValue()))
@@ -349,7 +349,7 @@ func typeName(fd protoreflect.FieldDescriptor) string {
 	return fd.Kind().String()
 }
 
-// labelName renders a field's label the way the compat doc writes it.
+// labelName renders a field's label the way v0.2.9's proto writes it.
 func labelName(fd protoreflect.FieldDescriptor) string {
 	switch {
 	case fd.IsMap():
@@ -579,7 +579,7 @@ func TestWireEvent(t *testing.T) {
 }
 
 func TestWireEventsRequest(t *testing.T) {
-	// An empty but present Timestamp differs from an absent one (compat doc 2.2).
+	// An empty but present Timestamp differs from an absent one (docs/api.md 2.2).
 	b := sub(nil, 2, nil)
 	b = varint(b, 3, 1)
 	b = str(b, 4, "c1")

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -89,22 +91,13 @@ func (s *Suite) badInput() error {
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, id := range []string{load0, load1} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				for _, st := range []string{"paused", "running"} {
-					d.Client.UpdateContainer(ctx, &types.UpdateContainerRequest{Id: id, Status: st})
-				}
-			}
-		}()
-	}
+	loaded := []string{load0, load1}
+	harness.Repeat(len(loaded), stop, &wg, func(i int) bool {
+		for _, st := range []string{"paused", "running"} {
+			d.Client.UpdateContainer(ctx, &types.UpdateContainerRequest{Id: loaded[i], Status: st})
+		}
+		return true
+	})
 	probes := harness.ProbeLoop(d, victim, stop, &wg)
 
 	calls, unexpected := 0, 0
@@ -274,6 +267,13 @@ func (s *Suite) badBundles() (map[string]string, error) {
 			sp.Process = nil
 			return harness.WriteSpec(dir, sp)
 		}},
+		// config.json files that would block a worker or swamp the daemon
+		// if read carelessly (docs/api.md 7.1).
+		{"fifo", func(dir string) error { return unix.Mkfifo(filepath.Join(dir, "config.json"), 0o600) }},
+		{"devzero", func(dir string) error { return os.Symlink("/dev/zero", filepath.Join(dir, "config.json")) }},
+		{"oversized", func(dir string) error {
+			return os.WriteFile(filepath.Join(dir, "config.json"), make([]byte, 8<<20), 0o644)
+		}},
 	}
 	for _, st := range steps {
 		if err := mk(st.name, st.edit); err != nil {
@@ -329,11 +329,12 @@ func badTable(b map[string]string, victim string, uniq func(string) string) []ba
 		return &types.CreateContainerRequest{Id: victim, BundlePath: b["good"]}
 	})
 	create("empty bundle", invalid, func() *types.CreateContainerRequest { return &types.CreateContainerRequest{Id: fresh()} })
-	for _, name := range []string{"empty", "garbage", "noargs", "badexe", "noroot", "noprocess"} {
+	for _, name := range []string{"empty", "garbage", "noargs", "badexe", "noroot", "noprocess", "fifo", "devzero", "oversized"} {
 		create("bundle "+name, failed, func() *types.CreateContainerRequest {
 			return &types.CreateContainerRequest{Id: fresh(), BundlePath: b[name]}
 		})
 	}
+
 	create("missing bundle", failed, func() *types.CreateContainerRequest {
 		return &types.CreateContainerRequest{Id: fresh(), BundlePath: "/nonexistent/bundle"}
 	})

@@ -71,7 +71,7 @@ func dirTree(t *testing.T, root string) []string {
 }
 
 // TestBadInput: every RPC given bad input answers a clear error with the
-// right code (the v0.2 text where the compat doc has one), and the daemon
+// right code (the v0.2 text where docs/api.md 3.0 has one), and the daemon
 // stays up and unchanged: same State, no new state dir entries, no event.
 func TestBadInput(t *testing.T) {
 	t.Parallel()

@@ -36,7 +36,7 @@ import (
 const (
 	rpcTimeout  = 30 * time.Second
 	eventWait   = 30 * time.Second
-	promptly    = 10 * time.Second // "promptly" of compat doc section 8, items 10 and 11
+	promptly    = 10 * time.Second // "promptly" of docs/api.md section 8, items 10 and 11
 	ctrTimeout  = 60 * time.Second
 	pollEvery   = 10 * time.Millisecond
 	raceWarning = "WARNING: DATA RACE"

@@ -12,7 +12,7 @@ import (
 // TestRestart: processes that die while the daemon is down (an init, an
 // exec) get exactly one exit each, with their real status, through a
 // subscription that replays from the last event the client saw; live
-// containers stay running and usable (compat doc section 8, items 9 and 10).
+// containers stay running and usable (docs/api.md section 8, items 9 and 10).
 // Once after a graceful stop, once after SIGKILL.
 func TestRestart(t *testing.T) {
 	t.Parallel()
@@ -98,7 +98,7 @@ func testRestart(t *testing.T, mode string) {
 
 // TestShimKilled: a SIGKILLed shim gives its process's exit promptly, with
 // 137 (the daemon kills the orphaned process), and the same id can be
-// created again at once (compat doc section 8, item 11). An exec's shim
+// created again at once (docs/api.md section 8, item 11). An exec's shim
 // killed does the same for the exec and leaves the container running.
 func TestShimKilled(t *testing.T) {
 	t.Parallel()
@@ -141,7 +141,7 @@ func TestShimKilled(t *testing.T) {
 }
 
 // TestOOM: a container over its 16 MiB limit gives start-container, one
-// oom, then exit(init, 137), in that order (compat doc section 8, item 13).
+// oom, then exit(init, 137), in that order (docs/api.md section 8, item 13).
 func TestOOM(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t)

@@ -36,7 +36,7 @@ func TestGetServerVersion(t *testing.T) {
 
 // TestCreateStateSignal: CreateContainer journals and publishes
 // start-container before it replies, and it is the container's first event;
-// State reports the container as clients expect (compat doc section 8, item
+// State reports the container as clients expect (docs/api.md section 8, item
 // 8); Signal SIGKILL gives exit 137, SIGTERM to an init that dies of it 143;
 // after the exit the id is gone from State and can be created again at once.
 func TestCreateStateSignal(t *testing.T) {
@@ -152,7 +152,7 @@ func TestAddProcess(t *testing.T) {
 }
 
 // TestInitTermWhileExecRuns: SIGTERM to an init that dies of it, while an
-// exec runs, gives exit(exec, 137) then exit(init, 143) (compat doc
+// exec runs, gives exit(exec, 137) then exit(init, 143) (docs/api.md
 // section 4), promptly.
 func TestInitTermWhileExecRuns(t *testing.T) {
 	t.Parallel()
@@ -209,7 +209,7 @@ func TestUpdateContainer(t *testing.T) {
 	if got := readTrim(t, file); got != strconv.Itoa(limit) {
 		t.Fatalf("%s = %s after the update, want %d", file, got, limit)
 	}
-	// A resource update publishes nothing (compat doc section 4).
+	// A resource update publishes nothing (docs/api.md section 4).
 	if evs := storedSince(t, d, resumed.Timestamp, id); len(evs) != 0 {
 		t.Fatalf("events after the resource update: %q", describeAll(evs))
 	}

@@ -5,7 +5,7 @@ package journal
 
 import "time"
 
-// Event types published on the v0.2 event stream (compat doc section 4).
+// Event types published on the v0.2 event stream (docs/api.md section 4).
 const (
 	TypeStartContainer = "start-container"
 	TypeStartProcess   = "start-process"
