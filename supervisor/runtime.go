@@ -27,7 +27,8 @@ type Runtime interface {
 	DeleteRunc(ctx context.Context, runtime string, args []string, id string) error
 }
 
-// Container is one container incarnation, as package runtime models it.
+// Container is one container incarnation, as package runtime models it:
+// its lifecycle, and (StartRecord) what was published about it.
 type Container interface {
 	ID() string
 	Bundle() string
@@ -57,12 +58,26 @@ type Container interface {
 	// Discard removes the daemon's own state when Delete keeps failing
 	// (the runtime's state, if any, is left).
 	Discard() error
-	// MarkStarted and Started record that start-container was published.
+	StartRecord // start-container
+}
+
+// StartRecord is on-disk bookkeeping, apart from the lifecycle: the marker
+// that a start event (start-container, start-process) was published, so a
+// restarted daemon publishes it once.
+type StartRecord interface {
 	MarkStarted() error
 	Started() bool
 }
 
-// Process is one process (init or exec) of a container.
+// ExitRecord is the marker that a process's exit event was published, so
+// restore does not replay it.
+type ExitRecord interface {
+	MarkExitPublished() error
+	ExitPublished() bool
+}
+
+// Process is one process (init or exec) of a container: its lifecycle, and
+// (StartRecord, ExitRecord) what was published about it.
 type Process interface {
 	monitor.ExitSource
 	ID() string
@@ -74,12 +89,9 @@ type Process interface {
 	CloseStdin() error
 	Spec() specs.ProcessSpec
 	Stdio() runtime.Stdio
-	MarkExitPublished() error
-	ExitPublished() bool
-	// MarkStarted and Started record that start-process was published.
-	MarkStarted() error
-	Started() bool
 	Close() error
+	StartRecord // start-process
+	ExitRecord
 }
 
 // Monitor is what the supervisor needs from package monitor.
