@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/evjournal/containerd/bundle"
 	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/fscommon"
@@ -130,4 +131,24 @@ func (c *Container) cgroupPids() ([]int, bool) {
 	}
 	pids, err := cgroups.GetAllPids(dir)
 	return pids, err == nil
+}
+
+// Paused reports whether the container's init is frozen now (cgroup v1
+// freezer.state FROZEN or FREEZING, or v2 cgroup.freeze 1): what a restarted
+// daemon reports instead of assuming "running". A read is bounded, and an
+// unknown cgroup is "not paused".
+func (c *Container) Paused() bool {
+	v1, v2 := c.initCgroup("freezer")
+	if v1 != "" {
+		if data, err := bundle.ReadFile(filepath.Join(v1, "freezer.state"), 64); err == nil {
+			st := strings.TrimSpace(string(data))
+			return st == "FROZEN" || st == "FREEZING"
+		}
+	}
+	if v2 != "" {
+		if data, err := bundle.ReadFile(filepath.Join(v2, "cgroup.freeze"), 64); err == nil {
+			return strings.TrimSpace(string(data)) == "1"
+		}
+	}
+	return false
 }

@@ -41,7 +41,29 @@ func SetAside(root, id, reason string) error {
 	if _, err := os.Lstat(src); err != nil {
 		return errdefs.Mark(err, errdefs.ErrNotFound)
 	}
+	if left := liveProcesses(src); len(left) > 0 {
+		logrus.WithFields(logrus.Fields{"container": id, "left_running": strings.Join(left, ", ")}).
+			Error("container set aside while its processes still run: they are no longer supervised")
+		reason += "; left running: " + strings.Join(left, ", ")
+	}
 	return moveAside(root, src, id, reason)
+}
+
+// liveProcesses names the processes of a container dir that still run
+// ("init pid 123"), from whatever pid files can be read.
+func liveProcesses(dir string) []string {
+	var out []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !e.IsDir() || ValidateID(e.Name()) != nil {
+			continue
+		}
+		ids := salvageIDs(logrus.WithField("container", filepath.Base(dir)), filepath.Join(dir, e.Name()))
+		if sameProcess(ids.pid, ids.startTime) {
+			out = append(out, fmt.Sprintf("%s pid %d", e.Name(), ids.pid))
+		}
+	}
+	return out
 }
 
 func moveAside(root, src, name, reason string) error {

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/evjournal/containerd/bundle"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
@@ -138,7 +138,7 @@ func readExit(dir string) (*exitInfo, bool) {
 		}
 		return nil, false
 	}
-	reason, _ := os.ReadFile(filepath.Join(dir, exitReasonFile))
+	reason, _ := bundle.ReadFile(filepath.Join(dir, exitReasonFile), 4<<10)
 	return &exitInfo{status: uint32(n), reason: string(reason)}, true
 }
 

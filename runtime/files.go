@@ -8,54 +8,22 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/evjournal/containerd/bundle"
+	"github.com/evjournal/containerd/internal/atomicfile"
 )
 
 // writeFileAtomic replaces path with data so that a crash leaves either the
-// old content or the new one: write a temp file in the same dir, fsync it,
-// rename it over path, fsync the dir. Every state file goes through here.
+// old content or the new one (internal/atomicfile). Every state file goes
+// through here.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	if err := writeSyncClose(f, data, perm); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(dir)
+	return atomicfile.Write(path, data, perm)
 }
 
-func writeSyncClose(f *os.File, data []byte, perm os.FileMode) error {
-	_, err := f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+// syncDir makes the renames and creations in dir durable.
+func syncDir(dir string) error { return atomicfile.SyncDir(dir) }
 
 // writeJSON saves v as indented JSON through writeFileAtomic, mode 0600.
 func writeJSON(path string, v any) error {
@@ -66,9 +34,18 @@ func writeJSON(path string, v any) error {
 	return writeFileAtomic(path, data, 0o600)
 }
 
+// Bounds on the reads of the daemon's own state files. A damaged state dir
+// (a file swapped for a FIFO, /dev/zero or a huge file) must not hang or
+// exhaust the daemon at restart: every state file is read with
+// bundle.ReadFile (regular files only, non-blocking, bounded).
+const (
+	maxStateFile = 16 << 20 // state.json holds the bundle's config (4 MiB at most)
+	maxNumFile   = 64       // a pid, a start time, an exit status
+)
+
 // readJSON loads path into v; the error names the file.
 func readJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
+	data, err := bundle.ReadFile(path, maxStateFile)
 	if err != nil {
 		return err
 	}
@@ -80,7 +57,7 @@ func readJSON(path string, v any) error {
 
 // readUint reads a file holding one decimal number (surrounding space allowed).
 func readUint(path string) (uint64, error) {
-	data, err := os.ReadFile(path)
+	data, err := bundle.ReadFile(path, maxNumFile)
 	if err != nil {
 		return 0, err
 	}

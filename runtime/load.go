@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -72,48 +71,49 @@ func (c *Container) loadEntry(dir string, e fs.DirEntry, lenient bool) error {
 	return nil
 }
 
-// loadProcess rebuilds one process. A dir without process.json or exit FIFO
-// is a start the daemon never got to the shim: not a process (nil, nil).
+// loadProcess rebuilds one process from what survives of its dir (see
+// salvage.go). A dir without process.json or exit FIFO and without any
+// trace of a shim is a start the daemon never got to the shim: not a
+// process (nil, nil).
 func loadProcess(c *Container, dir, id string) (*Process, error) {
-	var rec processRecord
-	if err := readJSON(filepath.Join(dir, processFile), &rec); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
+	log := logrus.WithFields(logrus.Fields{"container": c.rec.ID, "pid": id})
+	rec, found, err := readProcessRecord(log, dir, id)
+	if err != nil {
 		return nil, err
 	}
-	exitFD, err := unix.Open(filepath.Join(dir, exitFifo), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) {
+	shimTrace := exists(filepath.Join(dir, shimPidFile)) || exists(filepath.Join(dir, pidFile))
+	if !shimTrace && (!found || !exists(filepath.Join(dir, exitFifo))) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: filepath.Join(dir, exitFifo), Err: err}
-	}
-	p := &Process{c: c, id: id, rec: rec, exitFD: exitFD, controlFD: -1, shimPidfd: -1}
-	if err := p.attach(dir); err != nil {
-		p.Close()
-		return nil, err
-	}
+	// The exit FIFO is opened before the shim's liveness is looked at: a
+	// shim alive after the open will hang it up when it exits.
+	p := &Process{c: c, id: id, rec: rec, exitFD: openExitFifo(log, dir), controlFD: -1, shimPidfd: -1}
+	p.attach(log, dir, salvageIDs(log, dir))
 	return p, nil
 }
 
-// attach reads the pid files and decides alive or dead, the exit FIFO being
+// attach takes the pid files and decides alive or dead, the exit FIFO being
 // open already.
-func (p *Process) attach(dir string) error {
-	ids, err := readProcessIDs(dir)
-	if err != nil {
-		return err
-	}
+func (p *Process) attach(log *logrus.Entry, dir string, ids processIDs) {
 	p.pid, p.startTime, p.shimPid, p.shimStart = ids.pid, ids.startTime, ids.shimPid, ids.shimStart
-	if exists(filepath.Join(dir, exitStatusFile)) || !sameProcess(p.shimPid, p.shimStart) {
+	if exists(filepath.Join(dir, exitStatusFile)) || !p.shimAlive() {
 		p.stopped = true
 		closeFD(&p.exitFD) // a dead shim will never hang it up
-		return nil
+		return
 	}
-	fd, err := unix.Open(filepath.Join(dir, controlFifo), unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(filepath.Join(dir, controlFifo), unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
-		return &fs.PathError{Op: "open", Path: filepath.Join(dir, controlFifo), Err: err}
+		log.WithError(err).Warn("control FIFO unusable: resize and close-stdin will fail for this process")
+		return
 	}
 	p.controlFD = fd
-	return nil
+}
+
+// shimAlive reports whether the process's shim (by pid and start time)
+// still runs; with the shim unknown, whether the container process does.
+func (p *Process) shimAlive() bool {
+	if p.shimPid > 0 {
+		return sameProcess(p.shimPid, p.shimStart)
+	}
+	return sameProcess(p.pid, p.startTime)
 }

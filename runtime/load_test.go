@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -109,9 +110,12 @@ func TestLoadRejectsGarbage(t *testing.T) {
 	f := fakeState{t, t.TempDir()}
 	cdir := f.container("c")
 	f.process(cdir, initID, map[string]string{pidFile: "not-a-pid"})
-	if _, err := Load(f.root, "c"); err == nil {
-		t.Fatal("Load accepted a garbage pid file")
+	c, err := Load(f.root, "c")
+	must(t, err)
+	if p, ok := c.Process(initID); !ok || p.State() != Stopped {
+		t.Fatal("a process with a garbage pid file and no shim: not loaded as a dead process")
 	}
+	c.closeProcesses()
 	if _, err := os.Stat(filepath.Join(cdir, initID, pidFile)); err != nil {
 		t.Fatalf("Load deleted something: %v", err)
 	}
@@ -124,55 +128,41 @@ func TestLoadRejectsGarbage(t *testing.T) {
 	}
 }
 
-func TestListIDsAndSetAside(t *testing.T) {
+// TestLoadSalvagesDamagedFiles: a live process whose shim.pid is garbage is
+// found through its parent; one whose process.json is garbage and whose
+// exit FIFO is a regular file is still loaded alive, and seen stopped as
+// soon as its "shim" is gone (what reconcile relies on).
+func TestLoadSalvagesDamagedFiles(t *testing.T) {
 	f := fakeState{t, t.TempDir()}
-	f.container("b")
-	f.container("a")
-	must(t, os.WriteFile(filepath.Join(f.root, "events.log"), nil, 0o600))
-	must(t, os.MkdirAll(filepath.Join(f.root, ".retired", "x.1"), 0o700))
-	ids, err := ListIDs(f.root)
+	cdir := f.container("c")
+	child := exec.Command("sleep", "60")
+	must(t, child.Start())
+	defer child.Process.Kill()
+	start, err := processStartTime(child.Process.Pid)
 	must(t, err)
-	if strings.Join(ids, ",") != "a,b" {
-		t.Fatalf("ListIDs = %v", ids)
-	}
-	must(t, SetAside(f.root, "a", "cannot load: test"))
-	if ids, _ := ListIDs(f.root); strings.Join(ids, ",") != "b" {
-		t.Fatalf("ListIDs after SetAside = %v", ids)
-	}
-	aside, _ := os.ReadDir(filepath.Join(f.root, ".aside"))
-	if len(aside) != 1 || !strings.HasPrefix(aside[0].Name(), "a.") {
-		t.Fatalf(".aside = %v", aside)
-	}
-	reason, _ := os.ReadFile(filepath.Join(f.root, ".aside", aside[0].Name(), "reason.txt"))
-	if !strings.Contains(string(reason), "cannot load: test") || !exists(filepath.Join(f.root, ".aside", aside[0].Name(), stateFile)) {
-		t.Fatalf("set-aside dir lost data or reason: %q", reason)
-	}
-	if err := SetAside(f.root, "nope", "x"); !errdefs.IsNotFound(err) {
-		t.Fatalf("SetAside of a missing id: %v", err)
-	}
-}
+	f.process(cdir, initID, map[string]string{pidFile: strconv.Itoa(child.Process.Pid),
+		startTimeFile: strconv.FormatUint(start, 10), shimPidFile: "garbage"})
+	// "shim" of the exec: the sleep child, so it can be made to die.
+	f.process(cdir, "ex", map[string]string{shimPidFile: strconv.Itoa(child.Process.Pid), shimStartTimeFile: strconv.FormatUint(start, 10)})
+	ex := filepath.Join(cdir, "ex")
+	must(t, os.WriteFile(filepath.Join(ex, processFile), []byte("{torn"), 0o600))
+	must(t, os.Remove(filepath.Join(ex, exitFifo)))
+	must(t, os.WriteFile(filepath.Join(ex, exitFifo), nil, 0o600))
 
-func TestRetiredContainers(t *testing.T) {
-	f := fakeState{t, t.TempDir()}
-	must(t, os.MkdirAll(retiredDir(f.root), 0o700))
-	good := fakeState{t, retiredDir(f.root)}
-	dir := good.container("g")
-	must(t, os.Rename(dir, filepath.Join(retiredDir(f.root), retiredName("g", "incg"))))
-	good.process(filepath.Join(retiredDir(f.root), retiredName("g", "incg")), initID, map[string]string{exitStatusFile: "0"})
-	bad := filepath.Join(retiredDir(f.root), "b.inc")
-	must(t, os.Mkdir(bad, 0o700))
-	must(t, os.WriteFile(filepath.Join(bad, stateFile), []byte("torn"), 0o600))
-
-	cs, err := RetiredContainers(f.root)
+	c, err := Load(f.root, "c")
 	must(t, err)
-	if len(cs) != 1 || cs[0].ID() != "g" || !strings.HasSuffix(cs[0].Dir(), "/.retired/g.incg") {
-		t.Fatalf("RetiredContainers = %v", cs)
+	defer c.closeProcesses()
+	p, _ := c.Process(initID)
+	if p.State() != Running || p.shimPid != os.Getpid() {
+		t.Fatalf("init: state %v, shim %d; want running with this test as its shim (the parent)", p.State(), p.shimPid)
 	}
-	p, ok := cs[0].Process(initID)
-	if !ok || p.State() != Stopped {
-		t.Fatal("retired init not loaded as stopped")
+	e, ok := c.Process("ex")
+	if !ok || e.State() != Running || e.ExitFD() != -1 {
+		t.Fatalf("exec with damaged files: loaded %v, exit fd %d", ok, e.ExitFD())
 	}
-	if aside, _ := os.ReadDir(asideDir(f.root)); len(aside) != 1 {
-		t.Fatalf("the unloadable retired dir was not set aside: %v", aside)
+	child.Process.Kill()
+	child.Wait()
+	if e.State() != Stopped {
+		t.Fatal("the exec's shim is gone, but State still says running")
 	}
 }

@@ -85,12 +85,18 @@ func (p *Process) ExitFD() int {
 	return p.exitFD
 }
 
-// State is Stopped once the shim is gone (seen without consuming anything
-// from the exit FIFO), or when the process was loaded dead.
+// State is Stopped once the shim is gone, or when the process was loaded
+// dead. It looks at the exit FIFO (without consuming anything) and at the
+// shim process itself (pid and start time), so an exit the FIFO cannot
+// show (it was replaced, or the monitor missed it) is still seen by the
+// reconcile pass.
 func (p *Process) State() ProcessState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.stopped && p.exitFD >= 0 && hungUp(p.exitFD, 0) {
+		p.stopped = true
+	}
+	if !p.stopped && (p.shimPid > 0 || p.pid > 0) && !p.shimAlive() {
 		p.stopped = true
 	}
 	if p.stopped {

@@ -148,6 +148,8 @@ func setup(argv []string, log *logger) (*shim, error) {
 // exitFifo is the write end of the exit fifo. It is never written to nor
 // closed: the kernel closes it when the shim exits, and that hang-up is how
 // the daemon learns the shim is gone. A raw fd, so no finalizer can close it.
+//
+//lint:ignore U1000 held open, never read: its hang-up at exit is the message
 var exitFifo = -1
 
 func holdExitFifo(path string) error {

@@ -292,11 +292,11 @@ func launchAndKill(t *testing.T, cmd *exec.Cmd) (shimPid, launcherPid int) {
 	if err := l.Start(); err != nil {
 		t.Fatal(err)
 	}
-	line, err := bufio.NewReader(out).ReadString('\n')
+	line, readErr := bufio.NewReader(out).ReadString('\n')
 	l.Process.Kill()
 	l.Wait()
 	if shimPid, err = strconv.Atoi(strings.TrimSpace(line)); err != nil {
-		t.Fatalf("launcher: %q %v: %s", line, err, stderr.String())
+		t.Fatalf("launcher: %q %v (read: %v): %s", line, err, readErr, stderr.String())
 	}
 	return shimPid, l.Process.Pid
 }

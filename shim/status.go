@@ -8,45 +8,15 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/evjournal/containerd/internal/atomicfile"
 )
 
 // writeFileAtomic makes dir/name hold data or leave it as it was, even if
-// the machine crashes: write a temp file, fsync it, rename it over name,
-// fsync the dir. Files are mode 0600 (see the contract).
+// the machine crashes (internal/atomicfile). Files are mode 0600 (see the
+// contract).
 func writeFileAtomic(dir, name string, data []byte) error {
-	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return err
-	}
-	if err := writeSync(tmp, data); err != nil {
-		os.Remove(tmp.Name())
-		return wrap("write "+name, err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return syncDir(dir)
-}
-
-func writeSync(f *os.File, data []byte) error {
-	_, err := f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(filepath.Join(dir, name), data, 0o600)
 }
 
 // shellStatus is a wait status in the shell's convention: the exit code,

@@ -71,6 +71,7 @@ type fakeContainer struct {
 	retiredFlag bool
 	deleted     bool
 	started     bool
+	created     time.Time
 }
 
 type fakeProcess struct {
@@ -92,7 +93,7 @@ func (r *fakeRuntime) New(o runtime.ContainerOpts) (Container, error) {
 		return nil, errdefs.Mark(fmt.Errorf("mkdir %s: file exists", o.ID), errdefs.ErrAlreadyExists)
 	}
 	r.n++
-	c := &fakeContainer{rt: r, id: o.ID, inc: fmt.Sprintf("inc%d", r.n), procs: map[string]*fakeProcess{}}
+	c := &fakeContainer{rt: r, id: o.ID, inc: fmt.Sprintf("inc%d", r.n), procs: map[string]*fakeProcess{}, created: time.Now()}
 	r.live[o.ID] = c
 	return c, nil
 }
@@ -105,6 +106,10 @@ func (r *fakeRuntime) Load(root, id string) (Container, error) {
 		return nil, fmt.Errorf("no such container %s", id)
 	}
 	return c, nil
+}
+
+func (r *fakeRuntime) Recover(root, id string, _ runtime.RecoverHint) (Container, error) {
+	return nil, fmt.Errorf("no state to recover for %s", id)
 }
 
 func (r *fakeRuntime) ListIDs(string) ([]string, error) {
@@ -154,6 +159,8 @@ func (c *fakeContainer) Bundle() string      { return "/bundle/" + c.id }
 func (c *fakeContainer) Labels() []string    { return nil }
 func (c *fakeContainer) Runtime() string     { return "fake" }
 func (c *fakeContainer) Incarnation() string { return c.inc }
+func (c *fakeContainer) Created() time.Time  { return c.created }
+func (c *fakeContainer) Paused() bool        { return false }
 
 func (c *fakeContainer) newProc(id string) *fakeProcess {
 	c.rt.mu.Lock()

@@ -38,12 +38,15 @@ func (s *Supervisor) restore(ctx context.Context) error {
 	}
 	aside := 0
 	for _, l := range s.loadAll(ctx, ids) {
+		if l.err != nil && !l.timedOut {
+			l.c, l.err = s.recoverContainer(l.id, l.err, facts)
+		}
 		if l.err != nil {
 			s.setAside(l.id, l.err)
 			aside++
 			continue
 		}
-		if !l.c.Started() && !facts.starts[procKey(l.id, "init", l.c.Incarnation())] {
+		if !s.startKnown(l.c, facts) {
 			s.abandonCreate(l.c)
 			continue
 		}
@@ -66,13 +69,21 @@ type journalFacts struct {
 	exits  map[string]bool // published exits, by procKey
 	starts map[string]bool // published start-container/start-process, by procKey
 	ids    map[string]bool // every container id this daemon ever started
+	// incarnations is the incarnation of each id's last start-container,
+	// for a container whose state.json must be rebuilt.
+	incarnations map[string]string
+	oldest       time.Time // of the oldest event retained; zero if none
 }
 
 func (s *Supervisor) readJournalFacts() journalFacts {
-	f := journalFacts{exits: map[string]bool{}, starts: map[string]bool{}, ids: map[string]bool{}}
-	for _, ev := range s.journal.After(0, "") {
+	f := journalFacts{exits: map[string]bool{}, starts: map[string]bool{}, ids: map[string]bool{}, incarnations: map[string]string{}}
+	for i, ev := range s.journal.After(0, "") {
+		if i == 0 {
+			f.oldest = ev.Timestamp
+		}
 		if ev.Type == journal.TypeStartContainer {
 			f.ids[ev.ID] = true
+			f.incarnations[ev.ID] = ev.Incarnation
 		}
 		switch {
 		case ev.Incarnation == "":
@@ -91,9 +102,10 @@ func (s *Supervisor) readJournalFacts() journalFacts {
 func procKey(id, pid, incarnation string) string { return id + "\x00" + pid + "\x00" + incarnation }
 
 type loaded struct {
-	id  string
-	c   Container
-	err error
+	id       string
+	c        Container
+	err      error
+	timedOut bool
 }
 
 // loadAll loads the containers in parallel, each bounded by restoreTimeout.
@@ -125,10 +137,50 @@ func (s *Supervisor) loadOne(ctx context.Context, id string) loaded {
 	case l := <-ch:
 		return l
 	case <-time.After(restoreTimeout):
-		return loaded{id: id, err: fmt.Errorf("loading took over %s", restoreTimeout)}
 	case <-ctx.Done():
-		return loaded{id: id, err: ctx.Err()}
 	}
+	// The load is left to finish on its own; what it opened is closed
+	// then, and its dir stays in place (not set aside) for the next start.
+	go func() {
+		if l := <-ch; l.c != nil {
+			for _, p := range l.c.Processes() {
+				p.Close()
+			}
+		}
+	}()
+	return loaded{id: id, timedOut: true, err: fmt.Errorf("loading took over %s", restoreTimeout)}
+}
+
+// recoverContainer rebuilds a container that Load could not read (its
+// state.json is damaged) from what survives: a live container is never
+// dropped for a damaged record.
+func (s *Supervisor) recoverContainer(id string, cause error, facts journalFacts) (Container, error) {
+	s.log.WithField("container", id).WithError(cause).Warn("restore: container state unreadable; recovering it from what survives")
+	c, err := s.rt.Recover(s.cfg.StateDir, id, runtime.RecoverHint{Runtime: s.cfg.Runtime, RuntimeArgs: s.cfg.RuntimeArgs,
+		Shim: s.cfg.Shim, Incarnation: facts.incarnations[id]})
+	if err != nil {
+		return nil, fmt.Errorf("%w; recovery failed too: %v", cause, err)
+	}
+	return c, nil
+}
+
+// startKnown reports whether a container's start was (or may have been)
+// acknowledged: its started marker, or its start-container record. Without
+// either, the start counts as interrupted only if the journal still holds
+// every event since the container was made; when older events were
+// compacted away, its start may have been among them and the container is
+// kept (never drop a live, acknowledged container).
+func (s *Supervisor) startKnown(c Container, facts journalFacts) bool {
+	if c.Started() || facts.starts[procKey(c.ID(), "init", c.Incarnation())] {
+		return true
+	}
+	if !facts.oldest.IsZero() && facts.oldest.After(c.Created()) {
+		s.log.WithField("container", c.ID()).Warn("restore: no started marker, and the journal no longer reaches back to the " +
+			"container's creation: its start may have been compacted away; adopted")
+		s.enqueue(c.ID(), step{name: "mark-started", retry: true, work: func(context.Context) error { return c.MarkStarted() }})
+		return true
+	}
+	return false
 }
 
 // setAside moves an unloadable state dir out of the way with its reason;
@@ -201,6 +253,9 @@ func (s *Supervisor) adopt(c Container, facts journalFacts) {
 	s.m.restoreContainer.Inc(1)
 	if e.init.State() != runtime.Stopped {
 		s.watchOOM(c)
+		if c.Paused() { // a restart must not report a frozen container running
+			e.status = StatusPaused
+		}
 	}
 	s.replayDead(e, dead, facts.exits)
 }

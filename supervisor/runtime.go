@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"syscall"
+	"time"
 
 	"github.com/evjournal/containerd/monitor"
 	"github.com/evjournal/containerd/runtime"
@@ -14,6 +15,9 @@ import (
 type Runtime interface {
 	New(opts runtime.ContainerOpts) (Container, error)
 	Load(root, id string) (Container, error)
+	// Recover rebuilds a container whose state.json cannot be read from
+	// what survives (runtime state, process dirs, the hint).
+	Recover(root, id string, hint runtime.RecoverHint) (Container, error)
 	ListIDs(root string) ([]string, error)
 	Retired(root string) ([]Container, error)
 	SetAside(root, id, reason string) error
@@ -23,13 +27,18 @@ type Runtime interface {
 	DeleteRunc(ctx context.Context, runtime string, args []string, id string) error
 }
 
-// Container is one container incarnation, as package runtime models it.
+// Container is one container incarnation, as package runtime models it:
+// its lifecycle, and (StartRecord) what was published about it.
 type Container interface {
 	ID() string
 	Bundle() string
 	Labels() []string
 	Runtime() string
 	Incarnation() string
+	// Created is when the container was made (its record's time).
+	Created() time.Time
+	// Paused reports whether the container's cgroup is frozen now.
+	Paused() bool
 	Create(ctx context.Context, opts runtime.CreateOpts) (Process, error)
 	Start(ctx context.Context) error
 	Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio) (Process, error)
@@ -49,12 +58,26 @@ type Container interface {
 	// Discard removes the daemon's own state when Delete keeps failing
 	// (the runtime's state, if any, is left).
 	Discard() error
-	// MarkStarted and Started record that start-container was published.
+	StartRecord // start-container
+}
+
+// StartRecord is on-disk bookkeeping, apart from the lifecycle: the marker
+// that a start event (start-container, start-process) was published, so a
+// restarted daemon publishes it once.
+type StartRecord interface {
 	MarkStarted() error
 	Started() bool
 }
 
-// Process is one process (init or exec) of a container.
+// ExitRecord is the marker that a process's exit event was published, so
+// restore does not replay it.
+type ExitRecord interface {
+	MarkExitPublished() error
+	ExitPublished() bool
+}
+
+// Process is one process (init or exec) of a container: its lifecycle, and
+// (StartRecord, ExitRecord) what was published about it.
 type Process interface {
 	monitor.ExitSource
 	ID() string
@@ -66,12 +89,9 @@ type Process interface {
 	CloseStdin() error
 	Spec() specs.ProcessSpec
 	Stdio() runtime.Stdio
-	MarkExitPublished() error
-	ExitPublished() bool
-	// MarkStarted and Started record that start-process was published.
-	MarkStarted() error
-	Started() bool
 	Close() error
+	StartRecord // start-process
+	ExitRecord
 }
 
 // Monitor is what the supervisor needs from package monitor.
@@ -98,6 +118,14 @@ func (realRuntime) New(opts runtime.ContainerOpts) (Container, error) {
 
 func (realRuntime) Load(root, id string) (Container, error) {
 	c, err := runtime.Load(root, id)
+	if err != nil {
+		return nil, err
+	}
+	return realContainer{c}, nil
+}
+
+func (realRuntime) Recover(root, id string, hint runtime.RecoverHint) (Container, error) {
+	c, err := runtime.Recover(root, id, hint)
 	if err != nil {
 		return nil, err
 	}

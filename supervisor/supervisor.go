@@ -138,7 +138,7 @@ func New(cfg Config) (*Supervisor, error) {
 	s.journal = j
 	s.mon = cfg.MonitorImpl
 	if s.mon == nil {
-		m, err := monitor.New()
+		m, err := monitor.New(monitor.WithLogger(cfg.Logger))
 		if err != nil {
 			j.Close()
 			return nil, fmt.Errorf("start exit monitor: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/evjournal/containerd/monitor"
 	"github.com/evjournal/containerd/runtime"
@@ -65,6 +66,9 @@ func (f fakeRuntime) New(o runtime.ContainerOpts) (supervisor.Container, error) 
 func (fakeRuntime) Load(root, id string) (supervisor.Container, error) {
 	return nil, errors.New("no state")
 }
+func (fakeRuntime) Recover(root, id string, _ runtime.RecoverHint) (supervisor.Container, error) {
+	return nil, errors.New("no state")
+}
 func (fakeRuntime) ListIDs(string) ([]string, error)               { return nil, nil }
 func (fakeRuntime) Retired(string) ([]supervisor.Container, error) { return nil, nil }
 func (fakeRuntime) SetAside(root, id, reason string) error         { return nil }
@@ -86,6 +90,8 @@ func (c *fakeContainer) Bundle() string      { return c.opts.Bundle }
 func (c *fakeContainer) Labels() []string    { return c.opts.Labels }
 func (c *fakeContainer) Runtime() string     { return c.opts.Runtime }
 func (c *fakeContainer) Incarnation() string { return "1" }
+func (c *fakeContainer) Created() time.Time  { return time.Time{} }
+func (c *fakeContainer) Paused() bool        { return false }
 
 func (c *fakeContainer) Create(ctx context.Context, o runtime.CreateOpts) (supervisor.Process, error) {
 	p := &fakeProcess{ctr: c.opts.ID, id: "init", stdio: o.Stdio}

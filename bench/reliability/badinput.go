@@ -91,22 +91,13 @@ func (s *Suite) badInput() error {
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, id := range []string{load0, load1} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				for _, st := range []string{"paused", "running"} {
-					d.Client.UpdateContainer(ctx, &types.UpdateContainerRequest{Id: id, Status: st})
-				}
-			}
-		}()
-	}
+	loaded := []string{load0, load1}
+	harness.Repeat(len(loaded), stop, &wg, func(i int) bool {
+		for _, st := range []string{"paused", "running"} {
+			d.Client.UpdateContainer(ctx, &types.UpdateContainerRequest{Id: loaded[i], Status: st})
+		}
+		return true
+	})
 	probes := harness.ProbeLoop(d, victim, stop, &wg)
 
 	calls, unexpected := 0, 0

@@ -28,14 +28,7 @@ import (
 // a status it could have had; no shim may outlive the daemon's knowledge
 // of its container, no zombie may stay, every journal line must decode.
 func (s *Suite) chaos() error {
-	d, err := s.env.NewDaemon("chaos", "--retain-count", "0")
-	if err != nil {
-		return err
-	}
-	if err := d.Start(); err != nil {
-		return err
-	}
-	base, err := s.env.Bundle("chaos-base")
+	d, base, err := s.startWithBundle("chaos-base", "chaos", "--retain-count", "0")
 	if err != nil {
 		return err
 	}
@@ -113,23 +106,13 @@ func (c *chaosRun) intn(n int) int {
 func (c *chaosRun) run() error {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for w := 0; w < c.s.cfg.ChaosWorkers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				c.gate.RLock()
-				c.step(c.d.Client)
-				c.gate.RUnlock()
-				time.Sleep(time.Duration(c.intn(20)) * time.Millisecond)
-			}
-		}()
-	}
+	harness.Repeat(c.s.cfg.ChaosWorkers, stop, &wg, func(int) bool {
+		c.gate.RLock()
+		c.step(c.d.Client)
+		c.gate.RUnlock()
+		time.Sleep(time.Duration(c.intn(20)) * time.Millisecond)
+		return true
+	})
 	t0 := time.Now()
 	var runErr error
 	for c.kills < c.s.cfg.ChaosKills && time.Since(t0) < c.s.cfg.ChaosTime {

@@ -333,14 +333,7 @@ func badLines(path string) int {
 // the replay, unchanged.
 func (s *Suite) compactionKills() error {
 	const retain = 16
-	d, err := s.env.NewDaemon("compact", "--retain-count", fmt.Sprint(retain))
-	if err != nil {
-		return err
-	}
-	if err := d.Start(); err != nil {
-		return err
-	}
-	bundle, err := s.env.Bundle("compact-sleep")
+	d, bundle, err := s.startWithBundle("compact-sleep", "compact", "--retain-count", fmt.Sprint(retain))
 	if err != nil {
 		return err
 	}
@@ -356,28 +349,18 @@ func (s *Suite) compactionKills() error {
 	var ackMu sync.Mutex
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				gate.RLock()
-				c := d.Client
-				for _, st := range []string{"paused", "running"} {
-					cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-					c.UpdateContainer(cctx, &types.UpdateContainerRequest{Id: id, Status: st})
-					cancel()
-				}
-				gate.RUnlock()
-				time.Sleep(time.Millisecond)
-			}
-		}()
-	}
+	harness.Repeat(len(ids), stop, &wg, func(i int) bool {
+		gate.RLock()
+		c := d.Client
+		for _, st := range []string{"paused", "running"} {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			c.UpdateContainer(cctx, &types.UpdateContainerRequest{Id: ids[i], Status: st})
+			cancel()
+		}
+		gate.RUnlock()
+		time.Sleep(time.Millisecond)
+		return true
+	})
 	defer func() { close(stop); wg.Wait() }()
 	follow := func() (*harness.Stream, error) {
 		st, err := harness.Subscribe(ctx, d.Client, harness.FromStart(false), 1<<16)

@@ -57,14 +57,7 @@ func countEntries(dir string) int {
 // at a time, and compares the daemon's fds, goroutines (pprof), threads,
 // RSS and zombie children, the state dir and the runc root before and after.
 func (s *Suite) leaks() error {
-	d, err := s.env.NewDaemon("leaks")
-	if err != nil {
-		return err
-	}
-	if err := d.Start(); err != nil {
-		return err
-	}
-	bundle, err := s.env.Bundle("leaks-sleep")
+	d, bundle, err := s.startWithBundle("leaks-sleep", "leaks")
 	if err != nil {
 		return err
 	}

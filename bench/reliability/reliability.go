@@ -112,6 +112,20 @@ func (s *Suite) Close() {
 	}
 }
 
+// startWithBundle starts a daemon of the suite (name and flags as for
+// NewDaemon) and makes the sleeping bundle its check runs.
+func (s *Suite) startWithBundle(bundle, name string, flags ...string) (*harness.Daemon, string, error) {
+	d, err := s.env.NewDaemon(name, flags...)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := d.Start(); err != nil {
+		return nil, "", err
+	}
+	b, err := s.env.Bundle(bundle)
+	return d, b, err
+}
+
 // RunChecks runs the checks not skipped, in order.
 func (s *Suite) RunChecks() {
 	if s.env == nil {

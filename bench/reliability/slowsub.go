@@ -26,14 +26,7 @@ var resumeRE = regexp.MustCompile(`resume after seq (\d+)`)
 // subscriber saw; and the loop's latency (a Signal-0 task every 5 ms) must
 // not suffer meanwhile, compared with the same load before it attached.
 func (s *Suite) slowSubscriber() error {
-	d, err := s.env.NewDaemon("slowsub")
-	if err != nil {
-		return err
-	}
-	if err := d.Start(); err != nil {
-		return err
-	}
-	bundle, err := s.env.Bundle("slowsub-sleep")
+	d, bundle, err := s.startWithBundle("slowsub-sleep", "slowsub")
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/evjournal/containerd/api/types"
 	"github.com/evjournal/containerd/integration/fixture"
@@ -128,4 +129,118 @@ func TestStateUnderChurn(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	t.Logf("%d polls", polls)
+}
+
+// TestRestoreDamagedState: live containers whose state files were damaged
+// while the daemon was down are adopted, not set aside: a garbage or FIFO
+// state.json (rebuilt from runc's state and the journal), a garbage
+// process.json and shim.pid (taken from the live processes), an exit FIFO
+// replaced by a regular file (its exit is caught by reconcile, within one
+// interval). A paused container is reported paused. Each exit afterwards
+// is published exactly once.
+func TestRestoreDamagedState(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "--reconcile-interval", "1s")
+	base := fixture.UniqueID(t)
+	ids := map[string]string{}
+	all := d.SubscribeAfter(time.Now(), "")
+	var starts []string
+	for _, k := range []string{"garbage", "fifo", "files", "exitfile", "paused"} {
+		ids[k] = base + "-" + k
+		create(t, d, ids[k], fixture.NewBundle(t))
+		starts = append(starts, "start-container "+ids[k])
+	}
+	expectSet(t, all, starts...)
+	if _, err := d.Client.UpdateContainer(ctxT(t), &types.UpdateContainerRequest{Id: ids["paused"], Status: "paused"}); err != nil {
+		t.Fatal(err)
+	}
+	last := all.Expect("pause " + ids["paused"])[0]
+	pids := map[string]int{}
+	for k, id := range ids {
+		pids[k] = initPid(t, d, id)
+	}
+	d.Kill()
+
+	dir := func(k string, parts ...string) string {
+		return filepath.Join(append([]string{d.StateDir, ids[k]}, parts...)...)
+	}
+	os.WriteFile(dir("garbage", "state.json"), []byte("\x00{torn"), 0o600)
+	os.Remove(dir("fifo", "state.json"))
+	if err := syscall.Mkfifo(dir("fifo", "state.json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(dir("files", "init", "process.json"), []byte("{torn"), 0o600)
+	os.WriteFile(dir("files", "init", "shim.pid"), []byte("garbage"), 0o600)
+	os.Remove(dir("exitfile", "init", "exit"))
+	os.WriteFile(dir("exitfile", "init", "exit"), nil, 0o600)
+
+	restart(t, d)
+	for k, id := range ids {
+		want := "running"
+		if k == "paused" {
+			want = "paused"
+		}
+		if c := state(t, d, id); c.Status != want || int(process(c, "init").GetSystemPid()) != pids[k] {
+			t.Errorf("%s after the restart: %s, init %d; want %s with init %d", k, c.Status, process(c, "init").GetSystemPid(), want, pids[k])
+		}
+	}
+	if _, err := d.Client.UpdateContainer(ctxT(t), &types.UpdateContainerRequest{Id: ids["paused"], Status: "running"}); err != nil {
+		t.Fatal(err)
+	}
+	resumed := d.SubscribeAfter(last.Timestamp.AsTime(), "")
+	resumed.Expect("resume " + ids["paused"])
+	var exits []string
+	for _, id := range ids {
+		signal(t, d, id, "init", syscall.SIGKILL)
+		exits = append(exits, "exit "+id+" init 137")
+	}
+	expectSet(t, resumed, exits...)
+	got := storedSince(t, d, last.Timestamp, "")
+	if len(got) != len(exits)+1 {
+		t.Errorf("journal after the restart: %q, want the resume and one exit each", describeAll(got))
+	}
+	if strings.Contains(d.Log.String(), "set aside") {
+		t.Errorf("a container was set aside:\n%s", d.Log.String())
+	}
+}
+
+// TestStartedEvidenceSurvivesCompaction: a running container whose started
+// marker is missing (it could not be written) and whose start-container
+// event was compacted away is kept at restart, not killed as an
+// interrupted create.
+func TestStartedEvidenceSurvivesCompaction(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "--retain-count", "10")
+	id := fixture.UniqueID(t)
+	evs, _ := startAndWait(t, d, id, fixture.NewBundle(t))
+	pid := initPid(t, d, id)
+	marker := filepath.Join(d.StateDir, id, "started")
+	for deadline := time.Now().Add(rpcTimeout); ; time.Sleep(10 * time.Millisecond) { // written just after the reply
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no started marker")
+		}
+	}
+	os.Remove(marker)
+	for i := 0; i < 45; i++ { // 90 events: past the compaction threshold (10 + 64)
+		for _, st := range []string{"paused", "running"} {
+			if _, err := d.Client.UpdateContainer(ctxT(t), &types.UpdateContainerRequest{Id: id, Status: st}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if stored(t, d, &types.EventsRequest{StoredOnly: true, Timestamp: &timestamppb.Timestamp{}, Id: id})[0].Type == "start-container" {
+		t.Fatal("the start-container event was not compacted away")
+	}
+	d.Kill()
+	restart(t, d)
+	if c := state(t, d, id); c.Status != "running" || initPid(t, d, id) != pid {
+		t.Fatalf("after the restart: %s, init %d; want running with init %d", c.Status, initPid(t, d, id), pid)
+	}
+	evs.Close()
+	after := d.SubscribeAfter(time.Now(), id)
+	signal(t, d, id, "init", syscall.SIGKILL)
+	after.Expect("exit " + id + " init 137")
 }

@@ -165,23 +165,13 @@ func (f *fanouter) run(nsubs int) (phaseResult, error) {
 	var wg sync.WaitGroup
 	var genErr atomic.Value
 	t0 := time.Now()
-	for i := 0; i < f.containers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if err := f.toggle(ctx, f.id(i)); err != nil {
-					genErr.Store(err)
-					return
-				}
-			}
-		}()
-	}
+	harness.Repeat(f.containers, stop, &wg, func(i int) bool {
+		if err := f.toggle(ctx, f.id(i)); err != nil {
+			genErr.Store(err)
+			return false
+		}
+		return true
+	})
 	var probeWG sync.WaitGroup
 	probes := harness.ProbeLoop(f.d, f.id(0), stop, &probeWG)
 	time.Sleep(f.phase)

@@ -32,3 +32,25 @@ func ProbeLoop(d *Daemon, id string, stop <-chan struct{}, wg *sync.WaitGroup) *
 	}()
 	return out
 }
+
+// Repeat runs body(i) over and over in n goroutines (i = 0..n-1), until stop
+// is closed or body returns false; wg counts the goroutines. It is the load
+// generator of the benchmarks and the reliability suite.
+func Repeat(n int, stop <-chan struct{}, wg *sync.WaitGroup, body func(i int) bool) {
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if !body(i) {
+					return
+				}
+			}
+		}()
+	}
+}
