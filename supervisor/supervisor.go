@@ -14,7 +14,6 @@ package supervisor
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	metrics "github.com/rcrowley/go-metrics"
@@ -129,7 +128,7 @@ func New(cfg Config) (*Supervisor, error) {
 		crashedCh: make(chan struct{}),
 	}
 	s.m = newMetrics(cfg.Metrics)
-	j, err := journal.Open(filepath.Join(cfg.StateDir, "events.log"), journal.Options{
+	j, err := journal.Open(cfg.StateDir, journal.Options{
 		RetainCount: cfg.RetainCount, Sync: cfg.SyncPolicy, Logger: cfg.Logger,
 	})
 	if err != nil {

@@ -59,7 +59,7 @@ type written struct {
 func writeJournal(dir string, n int) (written, error) {
 	path := filepath.Join(dir, "events.log")
 	os.Remove(path)
-	j, err := journal.Open(path, journal.Options{Sync: journal.SyncNone, Logger: quiet()})
+	j, err := journal.Open(dir, journal.Options{Sync: journal.SyncNone, Logger: quiet()})
 	if err != nil {
 		return written{}, err
 	}

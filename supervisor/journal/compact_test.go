@@ -66,7 +66,7 @@ func crashCompaction(t *testing.T, path, during string, opts Options) []Event {
 	}
 	j := mustOpen(t, path, opts)
 	var want []Event
-	for j.broken == nil && len(want) < 1000 {
+	for j.halted == nil && len(want) < 1000 {
 		ev, err := j.Append(Event{Type: TypeExit, ID: "c", Pid: fmt.Sprint(len(want))})
 		if err != nil {
 			t.Fatalf("Append: %v", err)
@@ -74,8 +74,8 @@ func crashCompaction(t *testing.T, path, during string, opts Options) []Event {
 		want = append(want, ev)
 		_ = j.Commit() // fails once the crash has happened
 	}
-	if !errors.Is(j.broken, errSimulatedCrash) {
-		t.Fatalf("journal not stopped by the simulated crash: %v", j.broken)
+	if !errors.Is(j.halted, errSimulatedCrash) {
+		t.Fatalf("journal not stopped by the simulated crash: %v", j.halted)
 	}
 	abandon(j)
 	return want

@@ -1,6 +1,60 @@
 // Package journal is the daemon's event journal: an append-only file of JSON
 // lines, one event each, compacted to a retain count without a window where a
 // crash loses retained events, and replayable after a timestamp or sequence.
+//
+// # Durable before visible
+//
+// Append stamps an event (Seq, Timestamp, Epoch) and writes it; Commit makes
+// everything appended since the last Commit durable per the SyncPolicy and
+// only then visible to Since, After, Last and Len, under every policy.
+// AppendBatch is Append for each event then Commit, all or nothing.
+//
+// # Errors
+//
+// When a write, fsync, truncate, rename or directory sync fails (ENOSPC,
+// EDQUOT, EIO, EROFS...), Append, AppendBatch or Commit return a *WriteError
+// that names the journal file and wraps the OS error
+// (errors.Is(err, syscall.ENOSPC) holds). By then the journal is back at its
+// last committed state: the file cut back to the last committed record, the
+// events appended since the last Commit dropped from memory (WriteError.
+// Discarded says how many; their seqs will be given again), the clock state
+// restored, nothing of them readable. The journal stays usable: appending the
+// same events again and committing succeeds once the cause is gone. There is
+// no permanent broken state.
+//
+// After a failed fsync the file is not trusted (Linux reports a writeback
+// error once and may have dropped the pages: the "fsyncgate" class), nor
+// after a failed directory fsync following a rename, a failed truncate or a
+// failed cut of a torn tail. Until the next successful Commit nothing is
+// appended to it: that Commit first rewrites the retained events from memory
+// to a new file (temp file, fsync, rename, directory fsync), and nothing new
+// becomes visible unless that rewrite succeeded.
+//
+// ErrSeqExhausted (the last seq is 2^64-1: seqs never wrap),
+// ErrInvalidArgument (an oversized event) and ErrClosed change nothing.
+//
+// # Identity
+//
+// ID is made when the journal is created and kept in journal.id beside the
+// events. It survives restarts and compaction; a journal recreated because
+// its events file was lost gets a new one. A seq means something only
+// together with the id.
+//
+// # Time
+//
+// Timestamps strictly increase within an epoch, so a v0.2 client resuming
+// "strictly after the timestamp of the last event I saw" neither skips nor
+// repeats. A wall clock found more than epochStepBack behind the last event
+// starts a new epoch that follows the clock again (recorded in each event's
+// epoch field), so an event stamped in the future never pins later
+// timestamps. Since documents how "after T" reads across epochs.
+//
+// # Loading
+//
+// A torn or garbage tail is cut, garbage between records skipped, a record
+// whose seq is not above the previous one skipped with a warning (never
+// renumbered). v0.2.9 records without seq are numbered on. Options.Legacy
+// names a v0.2 events.log imported once into a new journal and left in place.
 package journal
 
 import "time"
@@ -28,4 +82,8 @@ type Event struct {
 	// Incarnation tells apart two containers that used the same id one after
 	// the other; restore uses it to decide whether an exit was already published.
 	Incarnation string `json:"incarnation,omitempty"`
+	// Epoch is assigned by Append: it starts at 0 and goes up by one each
+	// time the wall clock is found far behind the previous event (see
+	// epochStepBack). Timestamps strictly increase within an epoch.
+	Epoch uint32 `json:"epoch,omitempty"`
 }

@@ -6,7 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/sirupsen/logrus"
 )
 
 // maxLineWarnings bounds the per-line warnings for skipped middle lines, so a
@@ -24,8 +29,7 @@ type loader struct {
 	held      []badRange // invalid lines after the last valid one
 	warned    int        // per-line warnings issued
 	evs       []Event
-	lastSeq   uint64
-	lastTS    time.Time
+	clock     clockState
 	trimmed   bool // old events dropped from memory: the file needs compaction
 }
 
@@ -34,26 +38,65 @@ type badRange struct {
 	err    error
 }
 
+// loadAll fills j: from a v0.2 events.log to import when the journal is new
+// and one is given, else from the journal's own file.
+func (j *Journal) loadAll(created bool) error {
+	legacy := j.opts.Legacy
+	if !created || legacy == "" || filepath.Clean(legacy) == j.path {
+		return j.load()
+	}
+	f, err := os.Open(legacy)
+	if errors.Is(err, os.ErrNotExist) {
+		return j.load()
+	}
+	if err != nil {
+		return fmt.Errorf("open v0.2 journal to import: %w", err)
+	}
+	defer f.Close()
+	l := j.newLoader()
+	if err := l.read(f); err != nil {
+		return fmt.Errorf("read v0.2 journal %s: %w", legacy, err)
+	}
+	l.summarise()
+	j.adopt(l)
+	j.untrusted = true // written out by settle
+	j.log.WithFields(logrus.Fields{"from": legacy, "events": len(l.evs)}).Info("journal: importing a v0.2 journal; the old file is left in place")
+	return nil
+}
+
 // load fills j from its file, cuts a torn tail and publishes the events.
 func (j *Journal) load() error {
+	l := j.newLoader()
+	if err := l.read(j.file); err != nil {
+		return fmt.Errorf("read journal: %w", err)
+	}
+	l.summarise()
+	j.adopt(l)
+	j.cutTail(l)
+	return nil
+}
+
+func (j *Journal) newLoader() *loader {
 	l := &loader{j: j, endsClean: true}
 	if j.opts.RetainCount > 0 {
 		// Sized once so memory never exceeds the threshold, even before the first compaction.
 		l.evs = make([]Event, 0, j.threshold()+1)
 	}
-	if err := l.read(j.file); err != nil {
-		return fmt.Errorf("read journal: %w", err)
+	return l
+}
+
+// adopt makes the loaded events the journal's committed state.
+func (j *Journal) adopt(l *loader) {
+	if len(l.evs) > 0 {
+		l.clock.epochs = pruneEpochs(l.clock.epochs, l.evs[0].Seq)
 	}
-	l.summarise()
-	j.all, j.lastSeq, j.lastTS = l.evs, l.lastSeq, l.lastTS
-	j.size = l.end
+	j.all, j.clock, j.committed = l.evs, l.clock, l.clock
+	j.size, j.end = l.end, l.end
 	j.nextCompact = j.threshold()
-	j.cutTail(l)
-	j.publish()
 	if l.trimmed {
 		j.nextCompact = 0 // the file holds more than memory: compact in Open
 	}
-	return nil
+	j.publish()
 }
 
 func (l *loader) read(r io.Reader) error {
@@ -131,25 +174,56 @@ func (l *loader) skipHeld() {
 	l.held = l.held[:0]
 }
 
-// add keeps the invariants the binary searches rely on: Seq and Timestamp
-// strictly increasing. v0.2.9 records have no seq and take previous+1; a
-// record that goes backwards (old clock steps, hand edits) is renumbered.
+// add keeps the invariants the searches rely on: Seq strictly increasing,
+// Timestamp strictly increasing within an epoch. A record whose seq is not
+// above the previous one (a duplicated line, a hand edit) is skipped with a
+// warning, never renumbered; v0.2.9 records have no seq and take previous+1.
 func (l *loader) add(ev Event) {
-	fixed := ev.Seq != 0 && ev.Seq <= l.lastSeq
-	if ev.Seq == 0 || fixed {
-		ev.Seq = l.lastSeq + 1
+	if ev.Seq == 0 && l.clock.seq < math.MaxUint64 {
+		ev.Seq = l.clock.seq + 1
 	}
-	if !ev.Timestamp.After(l.lastTS) {
-		ev.Timestamp = l.lastTS.Add(time.Nanosecond)
-		fixed = true
+	if ev.Seq <= l.clock.seq {
+		l.skipOutOfOrder(ev)
+		return
 	}
-	if fixed {
-		l.j.stats.renumbered.Add(1)
-	}
-	l.lastSeq, l.lastTS = ev.Seq, ev.Timestamp
+	newEpoch := l.placeInEpoch(&ev)
+	l.clock.advance(ev, newEpoch)
 	l.evs = append(l.evs, ev)
 	l.j.stats.loaded.Add(1)
 	l.trim()
+}
+
+// placeInEpoch sets ev's epoch as the writer would have: the recorded one
+// when it goes up, a new one when the timestamp is far behind the previous
+// event's, else the previous event's, the timestamp pushed 1 ns past the
+// previous one if needed (old v0.2 clock steps).
+func (l *loader) placeInEpoch(ev *Event) bool {
+	c := &l.clock
+	switch {
+	case len(c.epochs) == 0:
+		return true
+	case ev.Epoch > c.epoch:
+		return true
+	case ev.Timestamp.After(c.ts):
+		ev.Epoch = c.epoch
+		return false
+	case c.ts.Sub(ev.Timestamp) > epochStepBack:
+		ev.Epoch = c.epoch + 1
+		return true
+	default:
+		ev.Epoch = c.epoch
+		ev.Timestamp = c.ts.Add(time.Nanosecond)
+		l.j.stats.renumbered.Add(1)
+		return false
+	}
+}
+
+func (l *loader) skipOutOfOrder(ev Event) {
+	if l.j.stats.outOfOrder.Add(1) > maxLineWarnings {
+		return
+	}
+	l.j.log.WithFields(logrus.Fields{"offset": l.off, "seq": ev.Seq, "previous_seq": l.clock.seq}).
+		Warn("journal: skipping a record whose seq is not above the previous one")
 }
 
 // trim keeps memory bounded by the retain count while loading a long file.
@@ -170,7 +244,10 @@ func (l *loader) summarise() {
 		l.j.log.WithField("records", skipped).Warn("journal: skipped invalid records in the middle of the file")
 	}
 	if n := l.j.stats.renumbered.Load(); n > 0 {
-		l.j.log.WithField("records", n).Warn("journal: fixed records whose seq or timestamp went backwards")
+		l.j.log.WithField("records", n).Warn("journal: pushed on timestamps that went back a little")
+	}
+	if n := l.j.stats.outOfOrder.Load(); n > maxLineWarnings {
+		l.j.log.WithField("records", n).Warn("journal: skipped records whose seq was not above the previous one")
 	}
 }
 
@@ -192,18 +269,19 @@ func (j *Journal) cutTail(l *loader) {
 		return
 	}
 	if err := j.syncFile(); err != nil {
-		j.log.WithError(err).Warn("journal: cannot sync after cutting tail")
+		j.untrusted = true
+		j.log.WithError(err).Warn("journal: cannot sync after cutting tail; the file will be rewritten")
 	}
 }
 
 func (j *Journal) terminateTail(l *loader) {
-	j.size = l.off
+	j.size, j.end = l.off, l.off
 	if l.endsClean {
 		return
 	}
 	if _, err := j.file.Write([]byte{'\n'}); err != nil {
-		j.broken = fmt.Errorf("journal tail can be neither cut nor terminated: %w", err)
+		j.untrusted = true // rewritten from memory before the next commit
 		return
 	}
-	j.size++
+	j.size, j.end = j.size+1, j.end+1
 }

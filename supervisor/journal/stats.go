@@ -15,7 +15,10 @@ type Stats struct {
 	DroppedTornBytes   uint64        // bytes cut off the end of the file at Open
 	DroppedTornRecords uint64        // torn or invalid records in that tail
 	SkippedRecords     uint64        // invalid lines before valid ones, skipped at Open
-	Renumbered         uint64        // loaded records whose seq or timestamp went backwards and was fixed
+	OutOfOrder         uint64        // loaded records whose seq was not above the previous one: skipped
+	Renumbered         uint64        // loaded records whose timestamp went back a little and was pushed 1 ns on
+	WriteErrors        uint64        // failed Append/Commit: the uncommitted events were discarded
+	Rewrites           uint64        // untrusted files rewritten from memory
 	LastAppend         time.Duration // duration of the last Append (encode, write, sync if any)
 	LastSync           time.Duration // duration of the last data fsync
 }
@@ -25,6 +28,7 @@ type Stats struct {
 type counters struct {
 	loaded, appended, compactions, compactionErrors, syncs atomic.Uint64
 	droppedBytes, droppedRecords, skipped, renumbered      atomic.Uint64
+	outOfOrder, writeErrors, rewrites                      atomic.Uint64
 	lastAppend, lastSync                                   atomic.Int64
 }
 
@@ -38,7 +42,10 @@ func (c *counters) snapshot() Stats {
 		DroppedTornBytes:   c.droppedBytes.Load(),
 		DroppedTornRecords: c.droppedRecords.Load(),
 		SkippedRecords:     c.skipped.Load(),
+		OutOfOrder:         c.outOfOrder.Load(),
 		Renumbered:         c.renumbered.Load(),
+		WriteErrors:        c.writeErrors.Load(),
+		Rewrites:           c.rewrites.Load(),
 		LastAppend:         time.Duration(c.lastAppend.Load()),
 		LastSync:           time.Duration(c.lastSync.Load()),
 	}

@@ -92,8 +92,12 @@ func syncNote(pol journal.SyncPolicy) string {
 }
 
 func journalAppends(path string, pol journal.SyncPolicy, d time.Duration) (int, time.Duration, error) {
-	defer os.Remove(path)
-	j, err := journal.Open(path, journal.Options{Sync: pol, RetainCount: 500, Logger: quietLogger()})
+	jdir, err := os.MkdirTemp(filepath.Dir(path), "append-")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer os.RemoveAll(jdir)
+	j, err := journal.Open(jdir, journal.Options{Sync: pol, RetainCount: 500, Logger: quietLogger()})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -172,7 +176,7 @@ func (b *bench) replay(dir, fs string) error {
 		Floor: fmt.Sprintf("read the file and count its lines: %.3f s (journal ÷ floor = %.1f)", rm, fm/rm),
 		Note:  fmt.Sprintf("journal.Open of %d retained events (decode, checks) + After(0): median of 3, on %s", n, fs)})
 
-	j, err := journal.Open(path, journal.Options{Sync: journal.SyncNone, Logger: quietLogger()})
+	j, err := journal.Open(filepath.Dir(path), journal.Options{Sync: journal.SyncNone, Logger: quietLogger()})
 	if err != nil {
 		return err
 	}
@@ -199,7 +203,7 @@ func (b *bench) replay(dir, fs string) error {
 }
 
 func buildJournal(path string, n int) error {
-	j, err := journal.Open(path, journal.Options{Sync: journal.SyncNone, Logger: quietLogger()})
+	j, err := journal.Open(filepath.Dir(path), journal.Options{Sync: journal.SyncNone, Logger: quietLogger()})
 	if err != nil {
 		return err
 	}
@@ -218,7 +222,7 @@ func buildJournal(path string, n int) error {
 }
 
 func fullReplay(path string, n int) error {
-	j, err := journal.Open(path, journal.Options{Sync: journal.SyncNone, Logger: quietLogger()})
+	j, err := journal.Open(filepath.Dir(path), journal.Options{Sync: journal.SyncNone, Logger: quietLogger()})
 	if err != nil {
 		return err
 	}
