@@ -2,7 +2,9 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"sync"
 	"syscall"
@@ -24,7 +26,6 @@ const restoreTimeout = 10 * time.Second
 // every step that follows is idempotent, so a crash at any point of restore
 // neither loses nor repeats an exit.
 func (s *Supervisor) restore(ctx context.Context) error {
-	facts := s.readJournalFacts()
 	ids, err := s.rt.ListIDs(s.cfg.StateDir)
 	if err != nil {
 		return fmt.Errorf("list state dir: %w", err)
@@ -36,6 +37,7 @@ func (s *Supervisor) restore(ctx context.Context) error {
 	if err != nil {
 		s.log.WithError(err).Warn("listing retired containers")
 	}
+	facts := s.readJournalFacts(wantedIDs(ids, retired))
 	aside := 0
 	for _, l := range s.loadAll(ctx, ids) {
 		if l.err != nil && !l.timedOut {
@@ -59,43 +61,84 @@ func (s *Supervisor) restore(ctx context.Context) error {
 		"containers": len(ids), "adopted": len(s.containers), "exits_to_replay": s.pendingExits(),
 		"retired": len(retired), "set_aside": aside, "journal_events": s.journal.Len(),
 	}).Info("restore: state dir loaded")
-	s.cleanRuncOrphans(facts.ids)
+	s.cleanRuncOrphans()
 	s.m.containers.Update(int64(len(s.containers)))
 	return nil
 }
 
-// journalFacts is what restore needs from the journal, read in one pass.
+// journalFacts is what restore needs from the journal about the containers
+// found in the state dir, read in one pass (none when there are none: the
+// journal may hold millions of events).
 type journalFacts struct {
 	exits  map[string]bool // published exits, by procKey
 	starts map[string]bool // published start-container/start-process, by procKey
-	ids    map[string]bool // every container id this daemon ever started
 	// incarnations is the incarnation of each id's last start-container,
 	// for a container whose state.json must be rebuilt.
 	incarnations map[string]string
 	oldest       time.Time // of the oldest event retained; zero if none
 }
 
-func (s *Supervisor) readJournalFacts() journalFacts {
-	f := journalFacts{exits: map[string]bool{}, starts: map[string]bool{}, ids: map[string]bool{}, incarnations: map[string]string{}}
-	for i, ev := range s.journal.After(0, "") {
-		if i == 0 {
-			f.oldest = ev.Timestamp
+func (s *Supervisor) readJournalFacts(want map[string]bool) journalFacts {
+	f := journalFacts{exits: map[string]bool{}, starts: map[string]bool{}, incarnations: map[string]string{}}
+	if oldest, ok := s.journal.Oldest(); ok {
+		f.oldest = oldest.Timestamp
+	}
+	if len(want) == 0 {
+		return f
+	}
+	s.scanJournal(func(ev journal.Event) bool {
+		if want[ev.ID] {
+			f.add(ev)
 		}
-		if ev.Type == journal.TypeStartContainer {
-			f.ids[ev.ID] = true
-			f.incarnations[ev.ID] = ev.Incarnation
+		return true
+	})
+	return f
+}
+
+func (f *journalFacts) add(ev journal.Event) {
+	if ev.Type == journal.TypeStartContainer {
+		f.incarnations[ev.ID] = ev.Incarnation
+	}
+	switch {
+	case ev.Incarnation == "":
+	case ev.Type == journal.TypeExit:
+		f.exits[procKey(ev.ID, ev.Pid, ev.Incarnation)] = true
+	case ev.Type == journal.TypeStartContainer:
+		f.starts[procKey(ev.ID, "init", ev.Incarnation)] = true
+	case ev.Type == journal.TypeStartProcess:
+		f.starts[procKey(ev.ID, ev.Pid, ev.Incarnation)] = true
+	}
+}
+
+// wantedIDs are the ids restore needs journal facts for.
+func wantedIDs(ids []string, retired []Container) map[string]bool {
+	want := make(map[string]bool, len(ids)+len(retired))
+	for _, id := range ids {
+		want[id] = true
+	}
+	for _, c := range retired {
+		want[c.ID()] = true
+	}
+	return want
+}
+
+// scanJournal streams every served event to fn, oldest first, until fn
+// returns false. Safe from any goroutine.
+func (s *Supervisor) scanJournal(fn func(journal.Event) bool) {
+	r := s.journal.After(0, "")
+	defer r.Close()
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				s.log.WithError(err).Warn("reading the journal")
+			}
+			return
 		}
-		switch {
-		case ev.Incarnation == "":
-		case ev.Type == journal.TypeExit:
-			f.exits[procKey(ev.ID, ev.Pid, ev.Incarnation)] = true
-		case ev.Type == journal.TypeStartContainer:
-			f.starts[procKey(ev.ID, "init", ev.Incarnation)] = true
-		case ev.Type == journal.TypeStartProcess:
-			f.starts[procKey(ev.ID, ev.Pid, ev.Incarnation)] = true
+		if !fn(ev) {
+			return
 		}
 	}
-	return f
 }
 
 // procKey names one process of one container incarnation.

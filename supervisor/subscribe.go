@@ -2,9 +2,9 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"time"
 
 	"github.com/evjournal/containerd/api/errdefs"
@@ -21,12 +21,12 @@ type subscriber struct {
 	err      error // why ch was closed; read by the client after ch is drained
 }
 
-// Subscription is the client's side: the replayed events, then live ones.
+// Subscription is the client's side: the replayed events, streamed from the
+// journal, then live ones.
 type Subscription struct {
 	s      *Supervisor
-	replay []journal.Event
-	next   int
-	sub    *subscriber // nil for a stored-only subscription
+	replay *journal.Replay // nil once drained
+	sub    *subscriber     // nil for a stored-only subscription
 }
 
 // Subscribe replays the journaled events the request selects and, unless it
@@ -48,46 +48,29 @@ func (s *Supervisor) Subscribe(ctx context.Context, r SubscribeRequest) (*Subscr
 // checkRetained refuses a resume by sequence number whose next event was
 // already compacted out of the journal (--retain-count): replaying the rest
 // would hide the gap. Timestamp resumes (v0.2 clients) cannot be told this
-// without breaking them; they get what is retained, as in v0.2.
+// without breaking them; they get what is retained, as in v0.2. The journal
+// never serves more than the last --retain-count events.
 func (s *Supervisor) checkRetained(afterSeq uint64) error {
 	if afterSeq == 0 {
 		return nil
 	}
-	all := s.journal.After(s.servedFloor(), "")
+	oldest, ok := s.journal.Oldest()
 	// The next event wanted is afterSeq+1 (written so as not to overflow).
-	if len(all) == 0 || afterSeq >= all[0].Seq-1 {
+	if !ok || afterSeq >= oldest.Seq-1 {
 		return nil
 	}
 	return errdefs.Mark(fmt.Errorf("containerd: events after seq %d are no longer retained: the oldest retained is seq %d (raise --retain-count)",
-		afterSeq, all[0].Seq), errdefs.ErrFailedPrecondition)
-}
-
-// servedFloor is the Seq at and below which no event is served: a client
-// never sees more than the last --retain-count events. The journal itself
-// keeps up to about half as many again between two compactions (so that
-// compaction stays amortised O(1) per append); those are not served.
-// Sequence numbers are consecutive, so the last N are those above last-N.
-func (s *Supervisor) servedFloor() uint64 {
-	n := uint64(s.cfg.RetainCount)
-	last, _ := s.journal.Last()
-	if s.cfg.RetainCount <= 0 || last <= n {
-		return 0
-	}
-	return last - n
+		afterSeq, oldest.Seq), errdefs.ErrFailedPrecondition)
 }
 
 func (s *Supervisor) subscribe(r SubscribeRequest) *Subscription {
-	var replay []journal.Event
-	floor := s.servedFloor()
+	out := &Subscription{s: s}
 	switch {
 	case r.AfterSeq != 0:
-		replay = s.journal.After(max(r.AfterSeq, floor), r.ID)
+		out.replay = s.journal.After(r.AfterSeq, r.ID)
 	case !r.After.IsZero():
-		replay = s.journal.Since(r.After, r.ID)
-		i := sort.Search(len(replay), func(i int) bool { return replay[i].Seq > floor })
-		replay = replay[i:]
+		out.replay = s.journal.Since(r.After, r.ID)
 	}
-	out := &Subscription{s: s, replay: replay}
 	if r.StoredOnly {
 		return out
 	}
@@ -105,10 +88,16 @@ func (s *Supervisor) subscribe(r SubscribeRequest) *Subscription {
 // replay, *LagError when the subscriber was cut off for being slow,
 // ErrStopped when the supervisor stops, or ctx's error.
 func (sub *Subscription) Next(ctx context.Context) (journal.Event, error) {
-	if sub.next < len(sub.replay) {
-		ev := sub.replay[sub.next]
-		sub.next++
-		return ev, nil
+	if sub.replay != nil {
+		ev, err := sub.replay.Next()
+		if err == nil {
+			return ev, nil
+		}
+		sub.replay = nil
+		if !errors.Is(err, io.EOF) {
+			sub.closeLive()
+			return journal.Event{}, replayError(err)
+		}
 	}
 	if sub.sub == nil {
 		return journal.Event{}, io.EOF
@@ -126,6 +115,13 @@ func (sub *Subscription) Next(ctx context.Context) (journal.Event, error) {
 
 // Close unsubscribes. Safe to call more than once and after Stop.
 func (sub *Subscription) Close() {
+	if sub.replay != nil {
+		sub.replay.Close()
+	}
+	sub.closeLive()
+}
+
+func (sub *Subscription) closeLive() {
 	if sub.sub == nil {
 		return
 	}
@@ -139,4 +135,14 @@ func (sub *Subscription) Close() {
 	case <-s.loopDone:
 	case <-s.stopCh:
 	}
+}
+
+// replayError classifies a replay that failed midway: overtaken by
+// retention, the client must resume from a retained point.
+func replayError(err error) error {
+	err = fmt.Errorf("containerd: replaying the journal: %w", err)
+	if errors.Is(err, journal.ErrNotRetained) {
+		return errdefs.Mark(err, errdefs.ErrFailedPrecondition)
+	}
+	return err
 }

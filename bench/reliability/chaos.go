@@ -92,7 +92,7 @@ type chaosRun struct {
 	kills, lost, dups, wrong, phantoms, orphans, zombies, unreadable, seqGaps, listedDead int
 
 	direct   int // container processes killed while the daemon was down
-	fileBad  int // most undecodable lines seen in events.log
+	fileBad  int // most undecodable lines seen in the journal's segments
 	unknown  int // interrupted starts the daemon closed with status 255
 	runcLeft int // runc containers left after the final stop
 }

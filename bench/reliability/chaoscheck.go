@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -244,7 +243,7 @@ func (c *chaosRun) checkZombies() {
 }
 
 func (c *chaosRun) checkJournalFile() {
-	if n := badLines(filepath.Join(c.d.StateDir, "events.log")); n > c.fileBad {
+	if n := badJournalLines(c.d.StateDir); n > c.fileBad {
 		c.s.cfg.Logf("chaos: after kill %d, %d journal lines do not decode", c.kills, n)
 		c.fileBad = n
 	}

@@ -8,6 +8,8 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,10 +20,10 @@ import (
 )
 
 // journalFaults starts the daemon on damaged journals: a torn tail at every
-// byte offset of the last records, NUL-filled tails, the files a crash
-// leaves at each step of a compaction, and a daemon SIGKILLed while it
-// compacts a small journal under load. Each time it must start and replay
-// every complete (acknowledged) record, and nothing else.
+// byte offset of the last records of the newest segment, NUL-filled tails,
+// the files a crash leaves at each step of a segment seal and of retention,
+// and a daemon SIGKILLed under load with a retain count. Each time it must
+// start and replay every complete (acknowledged) record, and nothing else.
 func (s *Suite) journalFaults() error {
 	d, err := s.env.NewDaemon("journal", "--retain-count", "0")
 	if err != nil {
@@ -34,8 +36,8 @@ func (s *Suite) journalFaults() error {
 	if err := jf.nulTail(); err != nil {
 		return fmt.Errorf("NUL tail: %w", err)
 	}
-	if err := jf.compactionStates(); err != nil {
-		return fmt.Errorf("compaction states: %w", err)
+	if err := jf.segmentStates(); err != nil {
+		return fmt.Errorf("segment states: %w", err)
 	}
 	if err := s.compactionKills(); err != nil {
 		return fmt.Errorf("compaction kills: %w", err)
@@ -48,18 +50,24 @@ type faults struct {
 	d *harness.Daemon
 }
 
-// written is a journal file made through the journal package: its events,
-// bytes and the end offset of each record.
+// written is a journal's only segment made through the journal package: its
+// events, bytes and the end offset of each record.
 type written struct {
 	evs  []journal.Event
 	data []byte
 	ends []int
 }
 
+// seg1 is the first (and, below 16384 events, only) segment of a journal.
+var seg1 = journal.SegmentFile(1)
+
 func writeJournal(dir string, n int) (written, error) {
-	path := filepath.Join(dir, "events.log")
-	os.Remove(path)
-	j, err := journal.Open(dir, journal.Options{Sync: journal.SyncNone, Logger: quiet()})
+	jdir, err := os.MkdirTemp(dir, "journal-")
+	if err != nil {
+		return written{}, err
+	}
+	defer os.RemoveAll(jdir)
+	j, err := journal.Open(jdir, journal.Options{Sync: journal.SyncNone, Logger: quiet()})
 	if err != nil {
 		return written{}, err
 	}
@@ -79,7 +87,7 @@ func writeJournal(dir string, n int) (written, error) {
 	if err := j.Close(); err != nil {
 		return written{}, err
 	}
-	if w.data, err = os.ReadFile(path); err != nil {
+	if w.data, err = os.ReadFile(filepath.Join(jdir, seg1)); err != nil {
 		return written{}, err
 	}
 	for i, b := range w.data {
@@ -90,7 +98,7 @@ func writeJournal(dir string, n int) (written, error) {
 	if len(w.ends) != n {
 		return written{}, fmt.Errorf("journal of %d events has %d lines", n, len(w.ends))
 	}
-	return w, os.Remove(path)
+	return w, nil
 }
 
 // startOn starts the daemon on a fresh state dir holding exactly files.
@@ -163,7 +171,7 @@ func (f *faults) torn() error {
 		for complete < len(w.ends) && w.ends[complete] <= k {
 			complete++
 		}
-		got, err := f.replayed(map[string][]byte{"events.log": w.data[:k]})
+		got, err := f.replayed(map[string][]byte{seg1: w.data[:k]})
 		if err == nil {
 			err = sameEvents(got, w.evs[:complete])
 		}
@@ -181,7 +189,7 @@ func (f *faults) torn() error {
 // last complete one (next seq) and the file must hold only whole records.
 func (f *faults) appendAfterCut(w written) error {
 	cut := w.ends[len(w.ends)-2] + 7
-	if _, err := f.replayed(map[string][]byte{"events.log": w.data[:cut]}); err != nil {
+	if _, err := f.replayed(map[string][]byte{seg1: w.data[:cut]}); err != nil {
 		return err
 	}
 	bundle, err := f.s.env.Bundle("journal-sleep")
@@ -203,9 +211,9 @@ func (f *faults) appendAfterCut(w written) error {
 		bad++
 		f.s.cfg.Logf("after a cut, the new event is %v, want start-container seq %d", last(got), want)
 	}
-	if n := badLines(filepath.Join(f.d.StateDir, "events.log")); n != 0 {
+	if n := badJournalLines(f.d.StateDir); n != 0 {
 		bad++
-		f.s.cfg.Logf("after a cut and an append, %d invalid lines in events.log", n)
+		f.s.cfg.Logf("after a cut and an append, %d invalid lines in the journal", n)
 	}
 	f.s.zero("torn_tail_append_failures", bad, "cases")
 	return nil
@@ -239,7 +247,7 @@ func (f *faults) nulTail() error {
 	}
 	failures := 0
 	for _, c := range cases {
-		got, err := f.replayed(map[string][]byte{"events.log": c.data})
+		got, err := f.replayed(map[string][]byte{seg1: c.data})
 		if err == nil {
 			err = sameEvents(got, w.evs[:c.complete])
 		}
@@ -257,54 +265,120 @@ func zeros(n int) []byte { return make([]byte, n) }
 
 func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
-// compactionStates starts a daemon with --retain-count 10 on the files a
-// crash leaves at each step of a compaction of 100 events: it must keep the
-// last 10 acknowledged events and remove the leftover temp file.
-func (f *faults) compactionStates() error {
-	const retain = 10
-	w, err := writeJournal(f.s.env.Dir, 100)
+// segmentStates starts a daemon with --retain-count 10 on the files a crash
+// leaves at each step of sealing a full segment and of removing it by
+// retention: it must serve the last 10 acknowledged events, remove leftover
+// temp files and an index left without its segment, and leave only valid
+// records.
+func (f *faults) segmentStates() error {
+	const retain, tail = 10, 20
+	per := journal.DefaultSegmentRecords
+	evs, files, err := buildSegments(f.s.env.Dir, per+tail)
 	if err != nil {
 		return err
 	}
-	n := len(w.ends)
-	lastR := w.data[w.ends[n-retain-1]:]
-	const temp = ".events.log.compact-123456"
+	seg2 := journal.SegmentFile(uint64(per) + 1)
+	idx1 := strings.TrimSuffix(seg1, ".log") + ".idx"
+	const temp = ".seg-tmp-123456"
+	pick := func(names ...string) map[string][]byte {
+		m := map[string][]byte{"journal.id": files["journal.id"]}
+		for _, n := range names {
+			m[n] = files[n]
+		}
+		return m
+	}
+	with := func(m map[string][]byte, name string, data []byte) map[string][]byte { m[name] = data; return m }
 	cases := []struct {
 		name  string
 		files map[string][]byte
+		want  []journal.Event
 	}{
-		{"temp created, empty", map[string][]byte{"events.log": w.data, temp: nil}},
-		{"temp half written", map[string][]byte{"events.log": w.data, temp: lastR[:len(lastR)/2]}},
-		{"temp written, not renamed", map[string][]byte{"events.log": w.data, temp: lastR}},
-		{"renamed, directory not synced", map[string][]byte{"events.log": lastR}},
-		{"renamed, garbage temp left", map[string][]byte{"events.log": lastR, temp: []byte("{\"type\":\"exit\"\x00\x00")}},
+		{"segment full, index half written", with(pick(seg1), temp, files[idx1][:len(files[idx1])/2]), evs[per-retain : per]},
+		{"index in place, next segment not created", pick(seg1, idx1), evs[per-retain : per]},
+		{"next segment created empty", with(pick(seg1, idx1), seg2, nil), evs[per-retain : per]},
+		{"retention about to remove the old segment", pick(seg1, idx1, seg2), evs[len(evs)-retain:]},
+		{"retention removed the log, not the index", pick(idx1, seg2), evs[len(evs)-retain:]},
 	}
 	saved := f.d.Extra
 	f.d.Extra = []string{"--retain-count", fmt.Sprint(retain)}
 	defer func() { f.d.Extra = saved }()
 	failures := 0
 	for _, c := range cases {
-		got, err := f.replayed(c.files)
-		if err == nil {
-			err = sameEvents(got, w.evs[n-retain:])
-		}
-		if err == nil {
-			if _, serr := os.Stat(filepath.Join(f.d.StateDir, temp)); serr == nil {
-				err = fmt.Errorf("leftover %s not removed", temp)
-			}
-		}
-		if err == nil && badLines(filepath.Join(f.d.StateDir, "events.log")) != 0 {
-			err = fmt.Errorf("events.log holds invalid lines")
-		}
-		if err != nil {
+		if err := f.segmentCase(c.files, c.want, temp, idx1); err != nil {
 			failures++
-			f.s.cfg.Logf("compaction crash, %s: %v", c.name, err)
+			f.s.cfg.Logf("segment crash state, %s: %v", c.name, err)
 		}
 	}
 	f.d.Kill()
-	f.s.line("compaction_crash_states", float64(len(cases)), "cases")
-	f.s.zero("compaction_crash_failures", failures, "cases")
+	f.s.line("segment_crash_states", float64(len(cases)), "cases")
+	f.s.zero("segment_crash_failures", failures, "cases")
 	return nil
+}
+
+func (f *faults) segmentCase(files map[string][]byte, want []journal.Event, temp, idx1 string) error {
+	got, err := f.replayed(files)
+	if err == nil {
+		err = sameEvents(got, want)
+	}
+	if err != nil {
+		return err
+	}
+	if _, serr := os.Stat(filepath.Join(f.d.StateDir, temp)); serr == nil {
+		return fmt.Errorf("leftover %s not removed", temp)
+	}
+	_, logErr := os.Stat(filepath.Join(f.d.StateDir, seg1))
+	if _, idxErr := os.Stat(filepath.Join(f.d.StateDir, idx1)); idxErr == nil && logErr != nil {
+		return fmt.Errorf("index %s kept without its segment", idx1)
+	}
+	if n := badJournalLines(f.d.StateDir); n != 0 {
+		return fmt.Errorf("the journal holds %d invalid lines", n)
+	}
+	return nil
+}
+
+// buildSegments writes a journal of n events with journal.Build and returns
+// its events and every file it wrote, by name.
+func buildSegments(dir string, n int) ([]journal.Event, map[string][]byte, error) {
+	jdir, err := os.MkdirTemp(dir, "segments-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(jdir)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	evs := make([]journal.Event, n)
+	for i := range evs {
+		evs[i] = journal.Event{Type: journal.TypeExit, ID: fmt.Sprintf("c%d", i), Pid: "init", Status: uint32(i % 256),
+			Incarnation: "1", Timestamp: base.Add(time.Duration(i) * time.Microsecond), Seq: uint64(i + 1)}
+	}
+	if _, err := journal.Build(jdir, slices.Values(evs)); err != nil {
+		return nil, nil, err
+	}
+	entries, err := os.ReadDir(jdir)
+	if err != nil {
+		return nil, nil, err
+	}
+	files := map[string][]byte{}
+	for _, e := range entries {
+		if files[e.Name()], err = os.ReadFile(filepath.Join(jdir, e.Name())); err != nil {
+			return nil, nil, err
+		}
+	}
+	return evs, files, nil
+}
+
+// badJournalLines counts the invalid lines of every segment in dir.
+func badJournalLines(dir string) int {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 1
+	}
+	bad := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "seg-") && strings.HasSuffix(e.Name(), ".log") {
+			bad += badLines(filepath.Join(dir, e.Name()))
+		}
+	}
+	return bad
 }
 
 // badLines counts the complete lines of a journal file that do not decode
@@ -410,7 +484,7 @@ func (s *Suite) compactionKills() error {
 				s.cfg.Logf("compaction kill %d: replay seq %d after %d", kills, ev.Seq, got[i-1].Seq)
 			}
 		}
-		unreadable += badLines(filepath.Join(d.StateDir, "events.log"))
+		unreadable += badJournalLines(d.StateDir)
 		// Retention counts from the end of the file, which may hold events
 		// journaled but not yet seen by our subscriber: the acknowledged
 		// events that must be there are those among the last `retain`.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/evjournal/containerd/api/types"
 	"github.com/evjournal/containerd/integration/fixture"
+	"github.com/evjournal/containerd/supervisor/journal"
 )
 
 // badCase is one RPC with bad input and the answer it must get. A message
@@ -114,7 +115,7 @@ func TestBadInput(t *testing.T) {
 	fifoPath, _ := fifo(t, dir, "a-fifo")
 	link := filepath.Join(dir, "link-to-fifo")
 	os.Symlink(fifoPath, link)
-	journalFile := filepath.Join(d.StateDir, "events.log")
+	journalFile := filepath.Join(d.StateDir, journal.SegmentFile(1))
 	notCreated := filepath.Join(dir, "stdin-never-created")
 	hostFiles := snapshotFiles(t, hostFile, journalFile, link)
 

@@ -39,9 +39,9 @@ func BenchmarkSinceLast100Of1M(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	from := j.After(total-101, "")[0].Timestamp
+	from := list(b, j.After(total-101, ""))[0].Timestamp
 	for b.Loop() {
-		if got := j.Since(from, ""); len(got) != 100 {
+		if got := list(b, j.Since(from, "")); len(got) != 100 {
 			b.Fatalf("got %d events", len(got))
 		}
 	}

@@ -87,9 +87,12 @@ func decodeLine(line []byte) (Event, error) {
 	if len(b) == 0 || b[0] != '{' {
 		return Event{}, errNotObject
 	}
-	var ev Event
-	if err := json.Unmarshal(b, &ev); err != nil {
-		return Event{}, err
+	ev, ok := decodeFast(b)
+	if !ok {
+		ev = Event{}
+		if err := json.Unmarshal(b, &ev); err != nil {
+			return Event{}, err
+		}
 	}
 	if ev.Type == "" {
 		return Event{}, errNoType
@@ -103,13 +106,17 @@ func decodeLine(line []byte) (Event, error) {
 // appendRecord appends ev as one JSON line to buf. The timestamp is
 // written as RFC 3339 with nanoseconds by time.Time's own encoder.
 func appendRecord(buf []byte, ev Event) ([]byte, error) {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return buf, fmt.Errorf("encode event seq %d: %w", ev.Seq, err)
+	start := len(buf)
+	buf, ok := encodeFast(buf, ev)
+	if !ok {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return buf, fmt.Errorf("encode event seq %d: %w", ev.Seq, err)
+		}
+		buf = append(buf, b...)
 	}
-	if len(b)+1 > maxRecordSize {
-		return buf, fmt.Errorf("event seq %d is %d bytes: %w", ev.Seq, len(b), ErrInvalidArgument)
+	if n := len(buf) - start; n+1 > maxRecordSize {
+		return buf[:start], fmt.Errorf("event seq %d is %d bytes: %w", ev.Seq, n, ErrInvalidArgument)
 	}
-	buf = append(buf, b...)
 	return append(buf, '\n'), nil
 }

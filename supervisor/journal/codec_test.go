@@ -108,13 +108,13 @@ func FuzzOpen(f *testing.F) {
 		path := journalPath(t)
 		writeFile(t, path, data)
 		j := mustOpen(t, path, Options{RetainCount: 2})
-		before := j.After(0, "")
+		before := list(t, j.After(0, ""))
 		mustAppend(t, j, Event{Type: TypeOOM, ID: "z"})
 		mustClose(t, j)
 		assertOrdered(t, before)
 		j = mustOpen(t, path, Options{RetainCount: 2})
 		defer mustClose(t, j)
-		if got := j.After(0, ""); len(got) == 0 || got[len(got)-1].ID != "z" {
+		if got := list(t, j.After(0, "")); len(got) == 0 || got[len(got)-1].ID != "z" {
 			t.Fatalf("appended event lost: %+v", got)
 		}
 		if info, err := os.Stat(path); err != nil || info.Size() == 0 {
@@ -129,5 +129,43 @@ func TestEventUnmarshalJSON(t *testing.T) {
 	err := json.Unmarshal([]byte(`{"type":"exit","id":"c","status":-1,"timestamp":"2017-03-01T10:00:02Z"}`), &ev)
 	if err != nil || ev.Status != 255 || ev.ID != "c" {
 		t.Fatalf("got %+v, %v", ev, err)
+	}
+}
+
+// The fast encoder and decoder give exactly what encoding/json gives, for
+// events they handle and for those they hand over.
+func TestFastCodecMatchesEncodingJSON(t *testing.T) {
+	ts := []time.Time{t0, t0.Add(123456789), time.Date(2024, 2, 29, 23, 59, 59, 100, time.UTC), time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("X", 3600))}
+	strs := []string{"", "c", "init", "a<b", `q"uote`, "tab\t", "é", "x\\y", "1700000000000000000"}
+	for _, tm := range ts {
+		for _, s := range strs {
+			ev := Event{Type: TypeExit, ID: s, Pid: s, Status: 137, Timestamp: tm, Seq: 42, Incarnation: s, Epoch: 3}
+			got, err := appendRecord(nil, ev)
+			want, _ := json.Marshal(ev)
+			if err != nil || string(got) != string(want)+"\n" {
+				t.Fatalf("encode %+v: %s, want %s", ev, got, want)
+			}
+			dec, err := decodeLine(got[:len(got)-1])
+			var ref Event
+			if jerr := json.Unmarshal(want, &ref); err != nil || jerr != nil || !sameEvent(dec, ref) || dec.Timestamp.Location() != ref.Timestamp.Location() {
+				t.Fatalf("decode %s: %+v, want %+v (%v)", got, dec, ref, err)
+			}
+		}
+	}
+	for _, line := range []string{
+		`{"type":"exit","id":"c","status":007,"timestamp":"2026-01-02T03:04:05Z"}`,
+		`{"type":"exit","id":"c","timestamp":"2026-02-30T03:04:05Z"}`,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05.1234567891Z"}`,
+		`{"type":"exit","id":"c","id":"d","timestamp":"2026-01-02T03:04:05Z"}`,
+		`{"type":"exit","ID":"c","timestamp":"2026-01-02T03:04:05Z"}`,
+		`{"type":"exit","id":"c","seq":18446744073709551616,"timestamp":"2026-01-02T03:04:05Z"}`,
+		`{"type":"exit","id":"c","status":99999999999999999999,"timestamp":"2026-01-02T03:04:05Z"}`,
+	} {
+		fast, fok := decodeFast([]byte(line))
+		var ref Event
+		jerr := json.Unmarshal([]byte(line), &ref)
+		if fok && (jerr != nil || !sameEvent(fast, ref)) {
+			t.Fatalf("%s: fast path gave %+v, encoding/json %+v %v", line, fast, ref, jerr)
+		}
 	}
 }

@@ -1,6 +1,27 @@
-// Package journal is the daemon's event journal: an append-only file of JSON
-// lines, one event each, compacted to a retain count without a window where a
-// crash loses retained events, and replayable after a timestamp or sequence.
+// Package journal is the daemon's event journal: append-only segment files of
+// JSON lines, one event each, with a small index per segment; replayable
+// after a sequence number or a timestamp, streamed from disk.
+//
+// # On disk
+//
+// The journal directory holds journal.id and segments. Segment N (its first
+// seq) is seg-<N, 20 digits>.log, one JSON object a line. The newest segment
+// is appended to; once it holds DefaultSegmentRecords events it is sealed:
+// fsynced (under every policy), then its index seg-<N>.idx is written (temp,
+// fsync, rename) and a new segment is started (directory fsynced). An index
+// is two lines: a summary (first and last seq and timestamp, size, epochs
+// starting in the segment) and seek marks (seq, offset, timestamp) every
+// 128 records. Open reads the summaries and the newest segment only, so its
+// cost does not depend on the journal's length; replays seek through the
+// summaries and marks and decode one record at a time. Retention (Options.
+// RetainCount) removes whole sealed segments whose every event is older than
+// the last RetainCount (log first, then index), never rewriting a retained
+// event; readers never serve more than the last RetainCount. Memory holds
+// the newest segment's events (they serve live catch-up and are what an
+// untrusted segment is rewritten from) and one summary per segment.
+//
+// A single-file events.log (v0.2's, or this directory's before segments) is
+// imported into segments when the directory has none, and left in place.
 //
 // # Durable before visible
 //
@@ -22,13 +43,17 @@
 // same events again and committing succeeds once the cause is gone. There is
 // no permanent broken state.
 //
-// After a failed fsync the file is not trusted (Linux reports a writeback
-// error once and may have dropped the pages: the "fsyncgate" class), nor
-// after a failed directory fsync following a rename, a failed truncate or a
-// failed cut of a torn tail. Until the next successful Commit nothing is
-// appended to it: that Commit first rewrites the retained events from memory
-// to a new file (temp file, fsync, rename, directory fsync), and nothing new
-// becomes visible unless that rewrite succeeded.
+// After a failed fsync the newest segment is not trusted (Linux reports a
+// writeback error once and may have dropped the pages: the "fsyncgate"
+// class), nor after a failed directory fsync following a rename or a new
+// segment, a failed truncate or a failed cut of a torn tail. Until the next
+// successful Commit nothing is appended to it: that Commit first rewrites
+// the segment's events from memory to a new file (temp file, fsync, rename,
+// directory fsync), and nothing new becomes visible unless that rewrite
+// succeeded. Sealed segments were fsynced successfully before their index
+// was written: only the newest segment can hold unsynced events. If sealing
+// keeps failing (no inode for a new file), appends are refused with a
+// WriteError once the newest segment holds four segments' worth.
 //
 // ErrSeqExhausted (the last seq is 2^64-1: seqs never wrap),
 // ErrInvalidArgument (an oversized event) and ErrClosed change nothing.
@@ -36,9 +61,9 @@
 // # Identity
 //
 // ID is made when the journal is created and kept in journal.id beside the
-// events. It survives restarts and compaction; a journal recreated because
-// its events file was lost gets a new one. A seq means something only
-// together with the id.
+// segments (written before the first segment). It survives restarts and
+// retention; a journal recreated because its segments were lost gets a new
+// one. A seq means something only together with the id.
 //
 // # Time
 //
@@ -51,10 +76,12 @@
 //
 // # Loading
 //
-// A torn or garbage tail is cut, garbage between records skipped, a record
-// whose seq is not above the previous one skipped with a warning (never
-// renumbered). v0.2.9 records without seq are numbered on. Options.Legacy
-// names a v0.2 events.log imported once into a new journal and left in place.
+// A torn or garbage tail of the newest segment is cut, garbage between
+// records skipped, a record whose seq is not above the previous one skipped
+// with a warning (never renumbered); v0.2.9 records without seq are numbered
+// on. A sealed segment whose index is missing, unreadable or longer than the
+// segment is scanned once and indexed again; an index without its segment
+// is removed. Options.Legacy names a v0.2 events.log to import.
 package journal
 
 import "time"

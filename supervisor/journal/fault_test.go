@@ -70,8 +70,8 @@ func checkWriteFault(t *testing.T, policy SyncPolicy, ops []string, errno syscal
 	}
 	batch := batchOf("full", 2)
 	_, err := appendBatch(j, batch)
-	assertWriteError(t, err, errno, j.path)
-	assertEvents(t, j.After(0, ""), before)
+	assertWriteError(t, err, errno, j.active.path)
+	assertEvents(t, list(t, j.After(0, "")), before)
 	if seq, _ := j.Last(); seq != 3 {
 		t.Fatalf("Last after a failed batch = %d, want 3", seq)
 	}
@@ -92,7 +92,7 @@ func checkWriteFault(t *testing.T, policy SyncPolicy, ops []string, errno syscal
 	assertCleanFile(t, path)
 	j = mustOpen(t, path, Options{})
 	defer mustClose(t, j)
-	assertEvents(t, j.After(0, ""), append(before, retried...))
+	assertEvents(t, list(t, j.After(0, "")), append(before, retried...))
 }
 
 func assertWriteError(t *testing.T, err error, errno syscall.Errno, path string) {
@@ -127,7 +127,7 @@ func TestFsyncErrorRewritesBeforeVisible(t *testing.T) {
 				if _, err := appendBatch(j, batchOf("x", 2)); !errors.Is(err, syscall.ENOSPC) {
 					t.Fatalf("commit while the rewrite fails: %v", err)
 				}
-				assertEvents(t, j.After(0, ""), before)
+				assertEvents(t, list(t, j.After(0, "")), before)
 			}
 			fs.clear(rewriteFault)
 			after, err := appendBatch(j, batchOf("x", 2))
@@ -137,33 +137,33 @@ func TestFsyncErrorRewritesBeforeVisible(t *testing.T) {
 			if j.Stats().Rewrites != 1 {
 				t.Fatalf("Rewrites = %d: the untrusted file was not rewritten", j.Stats().Rewrites)
 			}
-			assertEvents(t, j.After(0, ""), append(before, after...))
+			assertEvents(t, list(t, j.After(0, "")), append(before, after...))
 			mustClose(t, j)
 			j = mustOpen(t, path, Options{})
 			defer mustClose(t, j)
-			assertEvents(t, j.After(0, ""), append(before, after...))
+			assertEvents(t, list(t, j.After(0, "")), append(before, after...))
 			assertNoTemps(t, path)
 		})
 	}
 }
 
-// A directory fsync that fails after a compaction's rename is not retried
-// and trusted: the next Commit rewrites the file again, and until that
-// succeeds nothing new becomes visible.
-func TestDirSyncFailureAfterCompaction(t *testing.T) {
+// A directory fsync that fails after a seal created the next segment is
+// not retried and trusted: the next Commit rewrites the new segment from
+// memory, and until that succeeds nothing new becomes visible.
+func TestDirSyncFailureAfterSeal(t *testing.T) {
 	path := journalPath(t)
 	fs := newFaultFS()
-	j := mustOpen(t, path, Options{RetainCount: 10, fs: fs})
+	j := mustOpen(t, path, Options{RetainCount: 10, segmentRecords: 4, fs: fs})
 	fs.set("syncdir", syscall.EIO)
 	var all []Event
-	for j.Stats().CompactionErrors == 0 {
+	for j.Stats().Seals == 0 {
 		all = append(all, appendN(t, j, 1)...)
 	}
-	visible := j.After(0, "")
+	visible := list(t, j.After(0, ""))
 	if _, err := appendBatch(j, batchOf("y", 1)); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("commit after the failed directory sync: %v", err)
 	}
-	assertEvents(t, j.After(0, ""), visible)
+	assertEvents(t, list(t, j.After(0, "")), visible)
 	fs.clear("syncdir")
 	more, err := appendBatch(j, batchOf("y", 1))
 	if err != nil {
@@ -171,10 +171,9 @@ func TestDirSyncFailureAfterCompaction(t *testing.T) {
 	}
 	all = append(all, more...)
 	mustClose(t, j)
-	j = mustOpen(t, path, Options{RetainCount: 10})
+	j = mustOpen(t, path, Options{RetainCount: 10, segmentRecords: 4})
 	defer mustClose(t, j)
-	got := j.After(0, "")
-	assertEvents(t, got[len(got)-10:], all[len(all)-10:])
+	assertEvents(t, list(t, j.After(0, "")), all[max(0, len(all)-10):])
 }
 
 // AppendBatch is all or nothing, and a journal at seq 2^64-1 refuses to

@@ -39,10 +39,21 @@ func quietLogger() (*logrus.Entry, *logtest.Hook) {
 	return logrus.NewEntry(l), hook
 }
 
-// journalPath returns the journal file of a new journal directory; tests
-// open filepath.Dir of it and read or damage the file itself.
+// journalPath returns the first segment of a new journal directory; tests
+// open filepath.Dir of it and read or damage the segment itself. Until it is
+// sealed it is the active segment, which holds every event.
 func journalPath(t testing.TB) string {
-	return filepath.Join(t.TempDir(), fileName)
+	return filepath.Join(t.TempDir(), segName(1, segLog))
+}
+
+// list reads a replay to its end.
+func list(t testing.TB, r *Replay) []Event {
+	t.Helper()
+	evs, err := Collect(r)
+	if err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	return evs
 }
 
 func mustOpen(t testing.TB, path string, opts Options) *Journal {
@@ -87,7 +98,7 @@ func appendN(t testing.TB, j *Journal, n int, ids ...string) []Event {
 
 // abandon drops j as a killed process would: no commit, no more writes.
 func abandon(j *Journal) {
-	j.file.Close()
+	j.active.file.Close()
 }
 
 func sameEvent(a, b Event) bool {

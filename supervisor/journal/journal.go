@@ -5,19 +5,15 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
 )
 
-// fileName is the journal file inside the journal directory.
-const fileName = "events.log"
-
-// Options configures Open. The zero value is usable: unbounded, SyncBatch.
+// Options configures Open. The zero value is usable: keep everything, SyncBatch.
 type Options struct {
-	RetainCount int              // keep about the last N events; 0 = unbounded
+	RetainCount int              // serve at most the last N events; 0 = keep all
 	Sync        SyncPolicy       // zero value is SyncBatch
 	Now         func() time.Time // the clock, default time.Now; tests pass a fake one
 	Logger      *logrus.Entry    // default logrus.StandardLogger()
@@ -25,47 +21,46 @@ type Options struct {
 	// directory holds no journal yet. It is read, never changed.
 	Legacy string
 
-	fs fileSystem // default osFS; tests inject faults
-	// crashAt, when it returns true for a step, makes a file replacement
-	// stop right there as if the process died: no cleanup, no rollback.
+	segmentRecords int        // default DefaultSegmentRecords; small in tests
+	fs             fileSystem // default osFS; tests inject faults
+	// crashAt, when it returns true for a step, makes the journal stop right
+	// there as if the process died: no cleanup, no rollback. Tests only.
 	crashAt func(compactStep) bool
 }
 
-// Journal is the append-only event file plus the retained events in memory.
+// Journal is a directory of segment files plus, in memory, the events of
+// the newest segment and a summary of each older one.
 //
 // One goroutine (the supervisor loop) calls Append, AppendBatch, Commit and
 // Close; the read methods may be called from any goroutine at the same time.
 type Journal struct {
-	dir, path string
-	id        string
-	opts      Options
-	log       *logrus.Entry
-	stats     counters
+	dir   string
+	id    string
+	opts  Options
+	log   *logrus.Entry
+	stats counters
 
 	// Writer state: owned by the single writer, never read by readers.
-	file        file
-	size        int64   // end of the last committed record in file
-	end         int64   // end of the last written record (uncommitted ones included)
-	all         []Event // retained events, oldest first, uncommitted ones included
-	pending     int     // trailing events of all appended since the last Commit
-	dirty       bool    // data written since the last fsync
-	untrusted   bool    // an fsync, directory sync or truncate failed: rewrite the file before committing
-	idUnsaved   bool    // the id could not be written yet: retried before committing
-	nextCompact int     // compact when len(all) goes above this
-	clock       clockState
-	committed   clockState // clock as of the last Commit, restored by a rollback
-	closed      bool
-	halted      error // set by a simulated crash (tests): every write fails with it
+	active    *activeSeg
+	sealed    []sealed // oldest first; replaced, never changed in place
+	untrusted bool     // an fsync, directory sync or truncate failed: rewrite the active segment before committing
+	idUnsaved bool     // the id could not be written yet: retried before committing
+	sealErr   error    // why the last seal failed; retried at each Commit
+	clock     clockState
+	committed clockState // clock as of the last Commit, restored by a rollback
+	closed    bool
+	halted    error // set by a simulated crash (tests): every write fails with it
 
-	mu        sync.RWMutex
-	pub       []Event      // guarded by mu; what readers see. Never mutated in place once published.
-	pubEpochs []epochStart // guarded by mu; the epochs of pub
+	mu   sync.RWMutex
+	view view // guarded by mu: what readers see
 }
 
-// Open opens or creates the journal in dir and loads its events. A torn or
-// garbage tail is cut off with a warning and garbage lines between valid ones
-// are skipped: only failing to open or read the file is an error, so the
-// daemon always starts. History is never emptied.
+// Open opens or creates the journal in dir and loads it: the summaries of
+// the sealed segments and the events of the newest one, whatever the
+// journal's length. A torn or garbage tail is cut off with a warning and
+// garbage lines between valid ones are skipped: only failing to open or read
+// the directory or the newest segment is an error, so the daemon starts.
+// History is never emptied.
 func Open(dir string, opts Options) (*Journal, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
@@ -73,25 +68,12 @@ func Open(dir string, opts Options) (*Journal, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("open journal: %w", err)
 	}
-	path := filepath.Join(dir, fileName)
-	j := &Journal{dir: dir, path: path, opts: opts, log: opts.Logger.WithField("file", path)}
+	j := &Journal{dir: dir, opts: opts, log: opts.Logger.WithField("journal", dir)}
 	j.removeStaleTemps()
-	_, statErr := os.Stat(path)
-	created := errors.Is(statErr, os.ErrNotExist)
-	if err := j.establishID(created); err != nil {
-		return nil, err
-	}
-	f, err := opts.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open journal: %w", err)
-	}
-	j.file = f
-	if created {
-		j.syncNewEntry()
-	}
-	j.fixMode()
-	if err := j.loadAll(created); err != nil {
-		f.Close()
+	if err := j.load(); err != nil {
+		if j.active != nil {
+			j.active.file.Close()
+		}
 		return nil, err
 	}
 	j.settle()
@@ -114,69 +96,22 @@ func (o *Options) fill() error {
 	if o.fs == nil {
 		o.fs = osFS{}
 	}
-	return nil
-}
-
-// establishID reads the journal's id, or makes a new one when the journal
-// is new (its events file missing) or has none yet (a v0.2 file). The new id
-// is persisted before the events file is created. If it cannot be, the id
-// file left by a lost journal is removed (it must never be taken for this
-// one's) and writing is retried before the first Commit.
-func (j *Journal) establishID(created bool) error {
-	if !created {
-		j.id = readID(j.dir)
-	}
-	if j.id != "" {
-		return nil
-	}
-	id, err := newID()
-	if err != nil {
-		return err
-	}
-	j.id = id
-	if err := j.writeID(id); err != nil {
-		j.idUnsaved = true
-		j.log.WithError(err).Warn("journal: cannot write the journal id yet; retrying at the next commit")
-		if rerr := j.opts.fs.Remove(filepath.Join(j.dir, idFile)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-			return fmt.Errorf("journal id in %s: %w", j.dir, errors.Join(err, rerr))
-		}
+	if o.segmentRecords <= 0 {
+		o.segmentRecords = DefaultSegmentRecords
 	}
 	return nil
 }
 
-// syncNewEntry makes a just created file's directory entry durable: without
-// it, events fsynced into the file could vanish with the entry on power loss.
-// On failure the file is rewritten (temp, fsync, rename, directory fsync)
-// before the first Commit.
-func (j *Journal) syncNewEntry() {
-	if err := j.opts.fs.SyncDir(j.dir); err != nil {
-		j.untrusted = true
-		j.log.WithError(err).Warn("journal: cannot sync the directory of the new journal")
-	}
-}
-
-// fixMode tightens a journal inherited from v0.2.9, which created it 0755.
-func (j *Journal) fixMode() {
-	fi, err := j.file.Stat()
-	if err != nil || fi.Mode().Perm() == 0o600 {
-		return
-	}
-	if err := j.file.Chmod(0o600); err != nil {
-		j.log.WithError(err).Warn("journal: cannot set file mode to 0600")
-	}
-}
-
-// settle finishes Open: a file that must be rewritten (an import, a failed
-// directory sync) or that is longer than the threshold is rewritten now,
-// crash-safely; a failure is logged and retried later.
+// settle finishes Open: an active segment that must be rewritten (a failed
+// directory sync or tail cut) or an id not yet on disk is dealt with now;
+// a failure is logged and retried at the next Commit.
 func (j *Journal) settle() {
 	if j.untrusted || j.idUnsaved {
 		if err := j.Commit(); err != nil {
-			j.log.WithError(err).Warn("journal: cannot rewrite the journal yet; retrying at the next commit")
+			j.log.WithError(err).Warn("journal: cannot rewrite the newest segment yet; retrying at the next commit")
 		}
-		return
 	}
-	j.maybeCompact()
+	j.retain()
 }
 
 // Append stores ev with the next Seq and a Timestamp strictly after the
@@ -192,6 +127,9 @@ func (j *Journal) Append(ev Event) (Event, error) {
 	if err := j.writable(); err != nil {
 		return Event{}, err
 	}
+	if err := j.roomInActive(); err != nil {
+		return Event{}, j.rollback("seal segment", err)
+	}
 	start := time.Now()
 	ev, newEpoch, err := j.stamp(ev)
 	if err != nil {
@@ -204,12 +142,27 @@ func (j *Journal) Append(ev Event) (Event, error) {
 	if err := j.writeRecord(line); err != nil {
 		return Event{}, err
 	}
-	j.all = append(j.all, ev)
-	j.pending++
+	j.active.add(ev, int64(len(line)))
 	j.clock.advance(ev, newEpoch)
 	j.stats.appended.Add(1)
 	j.stats.lastAppend.Store(int64(time.Since(start)))
 	return ev, nil
+}
+
+// roomInActive bounds memory when sealing keeps failing (no inode for a new
+// segment, say): past four segments' worth the journal refuses events
+// rather than hold them all.
+func (j *Journal) roomInActive() error {
+	if j.sealErr == nil || len(j.active.evs) < 4*j.opts.segmentRecords {
+		return nil
+	}
+	if j.active.pending == 0 {
+		j.maybeSeal() // retried here too: no Commit comes while appends are refused
+	}
+	if j.sealErr != nil && len(j.active.evs) >= 4*j.opts.segmentRecords {
+		return j.sealErr
+	}
+	return nil
 }
 
 // AppendBatch appends evs and commits them: on success all are durable per
@@ -234,7 +187,7 @@ func (j *Journal) AppendBatch(evs []Event) ([]Event, error) {
 // do so (a WriteError did).
 func (j *Journal) abort(err error) error {
 	var we *WriteError
-	if errors.As(err, &we) || j.pending == 0 {
+	if errors.As(err, &we) || j.active.pending == 0 {
 		return err
 	}
 	return errors.Join(err, j.rollback("abort", err))
@@ -252,7 +205,7 @@ func (j *Journal) writable() error {
 // event in memory equals the one read back from disk.
 func (j *Journal) stamp(ev Event) (Event, bool, error) {
 	if j.clock.seq == math.MaxUint64 {
-		return Event{}, false, fmt.Errorf("journal %s: last seq is %d: %w", j.path, j.clock.seq, ErrSeqExhausted)
+		return Event{}, false, fmt.Errorf("journal %s: last seq is %d: %w", j.dir, j.clock.seq, ErrSeqExhausted)
 	}
 	ev.Seq = j.clock.seq + 1
 	var newEpoch bool
@@ -262,19 +215,20 @@ func (j *Journal) stamp(ev Event) (Event, bool, error) {
 }
 
 // writeRecord writes one complete line, synced under SyncAlways. A failed
-// write or sync rolls back to the last Commit. While the file is untrusted
-// nothing is written to it: the next Commit rewrites it from memory.
+// write or sync rolls back to the last Commit. While the segment is
+// untrusted nothing is written to it: the next Commit rewrites it from memory.
 func (j *Journal) writeRecord(line []byte) error {
 	if j.untrusted {
 		return nil
 	}
-	if _, err := j.file.Write(line); err != nil {
+	a := j.active
+	if _, err := a.file.Write(line); err != nil {
 		return j.rollback("write", err)
 	}
-	j.end += int64(len(line))
-	j.dirty = true
+	a.end += int64(len(line))
+	a.dirty = true
 	if j.opts.Sync == SyncAlways {
-		if err := j.syncFile(); err != nil {
+		if err := j.syncActive(); err != nil {
 			j.untrusted = true // the kernel may have dropped the pages: see the package doc
 			return j.rollback("sync", err)
 		}
@@ -282,24 +236,25 @@ func (j *Journal) writeRecord(line []byte) error {
 	return nil
 }
 
-func (j *Journal) syncFile() error {
+func (j *Journal) syncActive() error {
 	start := time.Now()
-	if err := j.file.Sync(); err != nil {
+	if err := j.active.file.Sync(); err != nil {
 		return err
 	}
 	j.stats.syncs.Add(1)
 	j.stats.lastSync.Store(int64(time.Since(start)))
-	j.dirty = false
+	j.active.dirty = false
 	return nil
 }
 
 // Commit makes every appended event durable per the policy and visible to
 // readers: under SyncBatch one fsync if anything was written since the last
 // one (group commit); under SyncAlways the records are already synced and
-// under SyncNone nothing is synced. If the file is untrusted (an earlier
-// fsync, directory sync or truncate failed) it is first rewritten from memory.
-// On error nothing appended since the last Commit becomes visible: it is
-// discarded and a *WriteError says why.
+// under SyncNone nothing is synced. If the newest segment is untrusted (an
+// earlier fsync, directory sync or truncate failed) it is first rewritten
+// from memory. On error nothing appended since the last Commit becomes
+// visible: it is discarded and a *WriteError says why. A full segment is
+// then sealed and segments past the retain count removed.
 func (j *Journal) Commit() error {
 	if err := j.writable(); err != nil {
 		return err
@@ -307,11 +262,10 @@ func (j *Journal) Commit() error {
 	if err := j.makeDurable(); err != nil {
 		return err
 	}
-	j.size = j.end
-	j.pending = 0
+	j.active.commit()
 	j.committed = j.clock
 	j.publish()
-	j.maybeCompact()
+	j.maybeSeal()
 	return nil
 }
 
@@ -323,13 +277,13 @@ func (j *Journal) makeDurable() error {
 		j.idUnsaved = false
 	}
 	if j.untrusted {
-		if err := j.rewrite(); err != nil {
+		if err := j.rewriteActive(); err != nil {
 			return j.rollback("rewrite", err)
 		}
 		return nil
 	}
-	if j.opts.Sync == SyncBatch && j.dirty {
-		if err := j.syncFile(); err != nil {
+	if j.opts.Sync == SyncBatch && j.active.dirty {
+		if err := j.syncActive(); err != nil {
 			j.untrusted = true
 			return j.rollback("sync", err)
 		}
@@ -338,48 +292,20 @@ func (j *Journal) makeDurable() error {
 }
 
 // rollback returns the journal to its last committed state: the events
-// appended since are dropped from memory, the clock restored, the file cut
-// back to the last committed record. If the cut fails the file is marked
-// untrusted and the next Commit rewrites it from memory.
+// appended since are dropped from memory, the clock restored, the segment
+// cut back to the last committed record. If the cut fails the segment is
+// marked untrusted and the next Commit rewrites it from memory.
 func (j *Journal) rollback(op string, cause error) error {
-	discarded := j.pending
-	j.all = j.all[:len(j.all)-j.pending]
-	j.pending = 0
+	discarded := j.active.discard()
 	j.clock = j.committed
 	j.stats.writeErrors.Add(1)
-	if !j.untrusted {
-		if err := j.truncate(j.size); err != nil {
-			j.untrusted = true
-			j.log.WithError(err).Warn("journal: cannot cut the file back after a failed write; it will be rewritten")
-		}
+	// Cut even an untrusted segment: a crash before it is rewritten then
+	// leaves no discarded event on disk.
+	if err := j.active.truncate(j.opts.Sync); err != nil {
+		j.untrusted = true
+		j.log.WithError(err).Warn("journal: cannot cut the segment back after a failed write; it will be rewritten")
 	}
-	return &WriteError{File: j.path, Op: op, Discarded: discarded, Err: cause}
-}
-
-// truncate cuts the file at size and puts the offset there (a rewritten
-// file is not O_APPEND).
-func (j *Journal) truncate(size int64) error {
-	if err := j.file.Truncate(size); err != nil {
-		return err
-	}
-	if _, err := j.file.Seek(size, 0); err != nil {
-		return err
-	}
-	j.end = size
-	if j.opts.Sync == SyncBatch {
-		j.dirty = false // what is left was committed, so synced
-	}
-	return nil
-}
-
-// publish exposes every committed event. The slice's capacity is capped so
-// that a reader's append can never write into the writer's backing array.
-func (j *Journal) publish() {
-	n := len(j.all) - j.pending
-	j.mu.Lock()
-	j.pub = j.all[:n:n]
-	j.pubEpochs = j.committed.epochs
-	j.mu.Unlock()
+	return &WriteError{File: j.active.path, Op: op, Discarded: discarded, Err: cause}
 }
 
 // Close commits and closes the file. Reads keep working on what was loaded
@@ -390,7 +316,7 @@ func (j *Journal) Close() error {
 	}
 	err := j.Commit()
 	j.closed = true
-	if cerr := j.file.Close(); cerr != nil {
+	if cerr := j.active.file.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("close journal: %w", cerr))
 	}
 	return err

@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -18,9 +15,10 @@ import (
 // journal full of garbage cannot flood the log; the rest go into one summary.
 const maxLineWarnings = 10
 
-// loader reads the journal once at Open. Invalid lines are held back until a
-// valid line follows (then they were in the middle: skipped with a warning)
-// or the file ends (then they are the torn tail: cut off).
+// loader scans one segment (or a v0.2 file being imported). Invalid lines
+// are held back until a valid line follows (then they were in the middle:
+// skipped with a warning) or the file ends (then they are the torn tail).
+// Each valid record goes to emit with where it starts and its length.
 type loader struct {
 	j         *Journal
 	off       int64      // bytes consumed so far
@@ -28,9 +26,8 @@ type loader struct {
 	endsClean bool       // the consumed bytes end with a newline
 	held      []badRange // invalid lines after the last valid one
 	warned    int        // per-line warnings issued
-	evs       []Event
-	clock     clockState
-	trimmed   bool // old events dropped from memory: the file needs compaction
+	clock     clockState // the last record so far, the previous segments' included
+	emit      func(ev Event, off, n int64, newEpoch bool)
 }
 
 type badRange struct {
@@ -38,65 +35,8 @@ type badRange struct {
 	err    error
 }
 
-// loadAll fills j: from a v0.2 events.log to import when the journal is new
-// and one is given, else from the journal's own file.
-func (j *Journal) loadAll(created bool) error {
-	legacy := j.opts.Legacy
-	if !created || legacy == "" || filepath.Clean(legacy) == j.path {
-		return j.load()
-	}
-	f, err := os.Open(legacy)
-	if errors.Is(err, os.ErrNotExist) {
-		return j.load()
-	}
-	if err != nil {
-		return fmt.Errorf("open v0.2 journal to import: %w", err)
-	}
-	defer f.Close()
-	l := j.newLoader()
-	if err := l.read(f); err != nil {
-		return fmt.Errorf("read v0.2 journal %s: %w", legacy, err)
-	}
-	l.summarise()
-	j.adopt(l)
-	j.untrusted = true // written out by settle
-	j.log.WithFields(logrus.Fields{"from": legacy, "events": len(l.evs)}).Info("journal: importing a v0.2 journal; the old file is left in place")
-	return nil
-}
-
-// load fills j from its file, cuts a torn tail and publishes the events.
-func (j *Journal) load() error {
-	l := j.newLoader()
-	if err := l.read(j.file); err != nil {
-		return fmt.Errorf("read journal: %w", err)
-	}
-	l.summarise()
-	j.adopt(l)
-	j.cutTail(l)
-	return nil
-}
-
-func (j *Journal) newLoader() *loader {
-	l := &loader{j: j, endsClean: true}
-	if j.opts.RetainCount > 0 {
-		// Sized once so memory never exceeds the threshold, even before the first compaction.
-		l.evs = make([]Event, 0, j.threshold()+1)
-	}
-	return l
-}
-
-// adopt makes the loaded events the journal's committed state.
-func (j *Journal) adopt(l *loader) {
-	if len(l.evs) > 0 {
-		l.clock.epochs = pruneEpochs(l.clock.epochs, l.evs[0].Seq)
-	}
-	j.all, j.clock, j.committed = l.evs, l.clock, l.clock
-	j.size, j.end = l.end, l.end
-	j.nextCompact = j.threshold()
-	if l.trimmed {
-		j.nextCompact = 0 // the file holds more than memory: compact in Open
-	}
-	j.publish()
+func (j *Journal) newLoader(prev clockState, emit func(ev Event, off, n int64, newEpoch bool)) *loader {
+	return &loader{j: j, endsClean: true, clock: prev, emit: emit}
 }
 
 func (l *loader) read(r io.Reader) error {
@@ -150,13 +90,13 @@ func (l *loader) line(line []byte, n int64, complete bool) {
 	}
 	// Leading NULs are what a crash leaves where a block was allocated but
 	// never written; a record written after them is still good.
-	ev, err := decodeLine(bytes.TrimLeft(line[:len(line)-1], "\x00"))
+	ev, err := decodeLine(trimNULs(line[:len(line)-1]))
 	if err != nil {
 		l.held = append(l.held, badRange{start, n, err})
 		return
 	}
 	l.skipHeld()
-	l.add(ev)
+	l.add(ev, start, n)
 	l.end = l.off
 }
 
@@ -178,7 +118,7 @@ func (l *loader) skipHeld() {
 // Timestamp strictly increasing within an epoch. A record whose seq is not
 // above the previous one (a duplicated line, a hand edit) is skipped with a
 // warning, never renumbered; v0.2.9 records have no seq and take previous+1.
-func (l *loader) add(ev Event) {
+func (l *loader) add(ev Event, off, n int64) {
 	if ev.Seq == 0 && l.clock.seq < math.MaxUint64 {
 		ev.Seq = l.clock.seq + 1
 	}
@@ -188,9 +128,8 @@ func (l *loader) add(ev Event) {
 	}
 	newEpoch := l.placeInEpoch(&ev)
 	l.clock.advance(ev, newEpoch)
-	l.evs = append(l.evs, ev)
 	l.j.stats.loaded.Add(1)
-	l.trim()
+	l.emit(ev, off, n, newEpoch)
 }
 
 // placeInEpoch sets ev's epoch as the writer would have: the recorded one
@@ -200,7 +139,7 @@ func (l *loader) add(ev Event) {
 func (l *loader) placeInEpoch(ev *Event) bool {
 	c := &l.clock
 	switch {
-	case len(c.epochs) == 0:
+	case c.seq == 0 && len(c.epochs) == 0:
 		return true
 	case ev.Epoch > c.epoch:
 		return true
@@ -226,18 +165,6 @@ func (l *loader) skipOutOfOrder(ev Event) {
 		Warn("journal: skipping a record whose seq is not above the previous one")
 }
 
-// trim keeps memory bounded by the retain count while loading a long file.
-func (l *loader) trim() {
-	r := l.j.opts.RetainCount
-	if r == 0 || len(l.evs) <= l.j.threshold() {
-		return
-	}
-	kept := make([]Event, r, l.j.threshold()+1)
-	copy(kept, l.evs[len(l.evs)-r:])
-	l.evs = kept
-	l.trimmed = true
-}
-
 func (l *loader) summarise() {
 	skipped := l.j.stats.skipped.Load()
 	if skipped > maxLineWarnings {
@@ -251,37 +178,44 @@ func (l *loader) summarise() {
 	}
 }
 
-// cutTail drops everything after the last valid record: a torn write, NULs
-// or garbage. If the file cannot be truncated, a newline at least keeps the
-// next record from being glued to the torn one.
+// cutTail drops everything after the last valid record of the active
+// segment: a torn write, NULs or garbage. If the file cannot be truncated, a
+// newline at least keeps the next record from being glued to the torn one.
 func (j *Journal) cutTail(l *loader) {
+	a := j.active
+	a.size, a.end = l.end, l.end
 	dropped := l.off - l.end
 	if dropped == 0 {
 		return
 	}
 	j.stats.droppedBytes.Add(uint64(dropped))
 	j.stats.droppedRecords.Add(uint64(len(l.held)))
-	j.log.WithFields(map[string]any{"offset": l.end, "dropped_bytes": dropped, "dropped_records": len(l.held)}).
+	j.log.WithFields(logrus.Fields{"file": a.path, "offset": l.end, "dropped_bytes": dropped, "dropped_records": len(l.held)}).
 		Warn("journal: cutting torn or invalid tail")
-	if err := j.file.Truncate(l.end); err != nil {
+	if err := a.file.Truncate(l.end); err != nil {
 		j.log.WithError(err).Warn("journal: cannot cut tail; the bad bytes stay and will be skipped")
 		j.terminateTail(l)
 		return
 	}
-	if err := j.syncFile(); err != nil {
+	if err := j.syncActive(); err != nil {
 		j.untrusted = true
-		j.log.WithError(err).Warn("journal: cannot sync after cutting tail; the file will be rewritten")
+		j.log.WithError(err).Warn("journal: cannot sync after cutting tail; the segment will be rewritten")
 	}
 }
 
 func (j *Journal) terminateTail(l *loader) {
-	j.size, j.end = l.off, l.off
+	a := j.active
+	a.size, a.end = l.off, l.off
 	if l.endsClean {
 		return
 	}
-	if _, err := j.file.Write([]byte{'\n'}); err != nil {
+	if _, err := a.file.Write([]byte{'\n'}); err != nil {
 		j.untrusted = true // rewritten from memory before the next commit
 		return
 	}
-	j.size, j.end = j.size+1, j.end+1
+	a.size, a.end = a.size+1, a.end+1
 }
+
+// trimNULs drops leading NULs: what a crash leaves where a block was
+// allocated but never written; a record written after them is still good.
+func trimNULs(line []byte) []byte { return bytes.TrimLeft(line, "\x00") }

@@ -53,15 +53,15 @@ func TestTornTailAtEveryOffset(t *testing.T) {
 			writeFile(t, path, data[:cut])
 			log, hook := quietLogger()
 			j := mustOpen(t, path, Options{Logger: log})
-			assertEvents(t, j.After(0, ""), evs[:keep])
+			assertEvents(t, list(t, j.After(0, "")), evs[:keep])
 			checkTailCut(t, j, hook.AllEntries(), cut-ends[keep-1])
 			next := mustAppend(t, j, Event{Type: TypeOOM, ID: "z"})
 			mustClose(t, j)
 			assertCleanFile(t, path)
 			j = mustOpen(t, path, Options{})
 			defer mustClose(t, j)
-			assertEvents(t, j.After(0, ""), append(append([]Event(nil), evs[:keep]...), next))
-			assertOrdered(t, j.After(0, ""))
+			assertEvents(t, list(t, j.After(0, "")), append(append([]Event(nil), evs[:keep]...), next))
+			assertOrdered(t, list(t, j.After(0, "")))
 		})
 	}
 }
@@ -75,7 +75,7 @@ func checkTailCut(t *testing.T, j *Journal, entries []*logrus.Entry, dropped int
 		return
 	}
 	for _, e := range entries {
-		if e.Level == logrus.WarnLevel && e.Data["file"] == j.path && e.Data["dropped_bytes"] == int64(dropped) {
+		if e.Level == logrus.WarnLevel && e.Data["file"] == j.active.path && e.Data["dropped_bytes"] == int64(dropped) {
 			if _, ok := e.Data["offset"]; ok {
 				return
 			}
@@ -113,7 +113,7 @@ func TestLoadDamagedFiles(t *testing.T) {
 			writeFile(t, path, tt.file)
 			j := mustOpen(t, path, Options{})
 			defer mustClose(t, j)
-			assertEvents(t, j.After(0, ""), tt.want)
+			assertEvents(t, list(t, j.After(0, "")), tt.want)
 			s := j.Stats()
 			if s.DroppedTornBytes != uint64(tt.droppedBytes) || s.DroppedTornRecords != tt.droppedRecords || s.SkippedRecords != tt.skippedRecords {
 				t.Fatalf("stats %+v", s)
@@ -159,8 +159,8 @@ func TestLoadV029Records(t *testing.T) {
 	path := journalPath(t)
 	writeFile(t, path, []byte(old))
 	j := mustOpen(t, path, Options{})
-	assertEvents(t, j.After(0, ""), want)
-	assertEvents(t, j.Since(want[2].Timestamp, "c1"), want[3:4])
+	assertEvents(t, list(t, j.After(0, "")), want)
+	assertEvents(t, list(t, j.Since(want[2].Timestamp, "c1")), want[3:4])
 	if s := j.Stats(); s.Renumbered != 1 || s.Loaded != 6 {
 		t.Fatalf("stats %+v", s)
 	}
@@ -182,7 +182,7 @@ func TestOpenNeverEmptiesHistory(t *testing.T) {
 	mustClose(t, j)
 	for i := range 3 {
 		j = mustOpen(t, path, Options{RetainCount: 100})
-		assertEvents(t, j.After(0, ""), want)
+		assertEvents(t, list(t, j.After(0, "")), want)
 		if i == 1 {
 			abandon(j) // a crash right after start-up
 			continue
@@ -193,7 +193,7 @@ func TestOpenNeverEmptiesHistory(t *testing.T) {
 
 func TestStaleTempFilesRemoved(t *testing.T) {
 	path := journalPath(t)
-	stale := filepath.Join(filepath.Dir(path), ".events.log.compact-123")
+	stale := filepath.Join(filepath.Dir(path), tempPrefix+"123")
 	other := filepath.Join(filepath.Dir(path), "events.log.bak")
 	writeFile(t, stale, []byte("partial"))
 	writeFile(t, other, []byte("keep me"))
@@ -213,7 +213,7 @@ func TestLongGarbageLineIsBounded(t *testing.T) {
 	writeFile(t, path, append(append([]byte(long+"\n"), data...), long...))
 	j := mustOpen(t, path, Options{})
 	defer mustClose(t, j)
-	assertEvents(t, j.After(0, ""), evs)
+	assertEvents(t, list(t, j.After(0, "")), evs)
 	if s := j.Stats(); s.SkippedRecords != 1 || s.DroppedTornBytes != uint64(len(long)) {
 		t.Fatalf("stats %+v", s)
 	}

@@ -7,10 +7,11 @@ import (
 
 // Stats is a snapshot of the journal's counters, for metrics and tests.
 type Stats struct {
-	Loaded             uint64        // events read from the file at Open
+	Loaded             uint64        // events found at Open (sealed segments counted from their index)
 	Appended           uint64        // events appended since Open
-	Compactions        uint64        // successful compactions, the one at Open included
-	CompactionErrors   uint64        // failed compactions (the journal keeps the old file)
+	Seals              uint64        // segments sealed (fsynced, indexed) since Open
+	SealErrors         uint64        // failed seals (retried at each Commit)
+	RemovedSegments    uint64        // old segments removed by retention since Open
 	Syncs              uint64        // fsyncs of journal data (directory syncs not counted)
 	DroppedTornBytes   uint64        // bytes cut off the end of the file at Open
 	DroppedTornRecords uint64        // torn or invalid records in that tail
@@ -26,18 +27,19 @@ type Stats struct {
 // counters backs Stats. Atomics, because Stats is read from other
 // goroutines while the writer updates them.
 type counters struct {
-	loaded, appended, compactions, compactionErrors, syncs atomic.Uint64
-	droppedBytes, droppedRecords, skipped, renumbered      atomic.Uint64
-	outOfOrder, writeErrors, rewrites                      atomic.Uint64
-	lastAppend, lastSync                                   atomic.Int64
+	loaded, appended, seals, sealErrors, removedSegments, syncs atomic.Uint64
+	droppedBytes, droppedRecords, skipped, renumbered           atomic.Uint64
+	outOfOrder, writeErrors, rewrites                           atomic.Uint64
+	lastAppend, lastSync                                        atomic.Int64
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{
 		Loaded:             c.loaded.Load(),
 		Appended:           c.appended.Load(),
-		Compactions:        c.compactions.Load(),
-		CompactionErrors:   c.compactionErrors.Load(),
+		Seals:              c.seals.Load(),
+		SealErrors:         c.sealErrors.Load(),
+		RemovedSegments:    c.removedSegments.Load(),
 		Syncs:              c.syncs.Load(),
 		DroppedTornBytes:   c.droppedBytes.Load(),
 		DroppedTornRecords: c.droppedRecords.Load(),

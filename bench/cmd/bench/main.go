@@ -28,15 +28,16 @@ type config struct {
 	restoreN    int // live containers at the daemon's SIGKILL
 	appendTime  time.Duration
 	journalN    int // events of the replay journal
+	journal10mN int // events of the journal a daemon starts on
 	fanoutSubs  int
 	fanoutPhase time.Duration
 }
 
 var full = config{seqN: 50, concN: 100, concRounds: 5, exits: 500, exitFloors: 100, restoreN: 500,
-	appendTime: 2 * time.Second, journalN: 1_000_000, fanoutSubs: 100, fanoutPhase: 8 * time.Second}
+	appendTime: 2 * time.Second, journalN: 1_000_000, journal10mN: 10_000_000, fanoutSubs: 100, fanoutPhase: 8 * time.Second}
 
 var quick = config{seqN: 10, concN: 20, concRounds: 1, exits: 40, exitFloors: 10, restoreN: 50,
-	appendTime: 500 * time.Millisecond, journalN: 100_000, fanoutSubs: 100, fanoutPhase: 3 * time.Second}
+	appendTime: 500 * time.Millisecond, journalN: 100_000, journal10mN: 1_000_000, fanoutSubs: 100, fanoutPhase: 3 * time.Second}
 
 // bench is one run: its environment, sizes and figures.
 type bench struct {
@@ -51,16 +52,17 @@ type group struct {
 }
 
 var groups = []group{
-	{"start", (*bench).start},      // start ratios, then shim/daemon memory and restore on the same daemon
-	{"exit", (*bench).exitLatency}, // exit event latency
-	{"journal", (*bench).journal},  // append and replay through the journal package
-	{"fanout", (*bench).fanout},    // 100 subscribers and the loop's latency
+	{"start", (*bench).start},           // start ratios, then shim/daemon memory and restore on the same daemon
+	{"exit", (*bench).exitLatency},      // exit event latency
+	{"journal", (*bench).journal},       // append and replay through the journal package
+	{"journal10m", (*bench).journal10m}, // a daemon on a 10M-event journal: start, memory, replay
+	{"fanout", (*bench).fanout},         // 100 subscribers and the loop's latency
 }
 
 func main() {
 	out := flag.String("out", "", "write the results table to this file (e.g. bench/RESULTS.md)")
 	dir := flag.String("dir", "/dev/shm", "parent of the run's directory: daemon state dirs and runc roots (tmpfs, like /run)")
-	only := flag.String("only", "", "comma-separated groups to run (start, exit, journal, fanout); default all")
+	only := flag.String("only", "", "comma-separated groups to run (start, exit, journal, journal10m, fanout); default all")
 	quickFlag := flag.Bool("quick", false, "small sizes, for a smoke run (figures not comparable)")
 	flag.Parse()
 	os.Exit(run(*out, *dir, *only, *quickFlag))

@@ -1,0 +1,265 @@
+package journal
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// crashOnce returns a crashAt hook that fires the first time step is reached.
+func crashOnce(step compactStep, fired *bool) func(compactStep) bool {
+	return func(s compactStep) bool {
+		if s != step || *fired {
+			return false
+		}
+		*fired = true
+		return true
+	}
+}
+
+// Retention removes whole old segments: the journal serves exactly the last
+// RetainCount events, keeps on disk at most two segments more, holds at
+// most one segment's events in memory, and reopens to the same events.
+func TestRetention(t *testing.T) {
+	const per = 8
+	tests := []struct{ retain, appends int }{{1, 100}, {10, 100}, {20, 50}, {0, 100}, {500, 100}}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("retain=%d", tt.retain), func(t *testing.T) {
+			path := journalPath(t)
+			opts := Options{RetainCount: tt.retain, Sync: SyncNone, segmentRecords: per}
+			j := mustOpen(t, path, opts)
+			var want []Event
+			for range tt.appends {
+				want = append(want, appendN(t, j, 1)...)
+				if len(j.active.evs) > per {
+					t.Fatalf("%d events in memory, segments of %d", len(j.active.evs), per)
+				}
+			}
+			served := want
+			if tt.retain > 0 {
+				served = want[max(0, len(want)-tt.retain):]
+			}
+			assertEvents(t, list(t, j.After(0, "")), served)
+			if j.Len() != len(served) {
+				t.Fatalf("Len %d, want %d", j.Len(), len(served))
+			}
+			mustClose(t, j)
+			if n := eventsOnDisk(t, filepath.Dir(path)); tt.retain > 0 && n > tt.retain+2*per {
+				t.Fatalf("%d events on disk for retain %d", n, tt.retain)
+			}
+			j = mustOpen(t, path, opts)
+			defer mustClose(t, j)
+			assertEvents(t, list(t, j.After(0, "")), served)
+			if s := j.Stats(); tt.retain > 0 && tt.retain+2*per < tt.appends && s.RemovedSegments == 0 && j.Stats().Loaded > uint64(tt.retain+2*per) {
+				t.Fatalf("stats %+v", s)
+			}
+		})
+	}
+}
+
+// eventsOnDisk counts the records of every segment of dir.
+func eventsOnDisk(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if _, ext, ok := parseSegName(e.Name()); ok && ext == segLog {
+			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += strings.Count(string(data), "\n")
+		}
+	}
+	return n
+}
+
+// A crash at any step of a rewrite, a seal or a retention leaves a journal
+// that reopens with every committed event it must retain, in order, without
+// duplicates or seq gaps, and appends after it.
+func TestCrashAtEveryStep(t *testing.T) {
+	const retain, per = 10, 8
+	steps := append(append(append([]compactStep(nil), rewriteSteps...), sealSteps...), retainSteps...)
+	for _, step := range steps {
+		t.Run(string(step), func(t *testing.T) {
+			path := journalPath(t)
+			var fired bool
+			fs := newFaultFS()
+			opts := Options{RetainCount: retain, segmentRecords: per, fs: fs, crashAt: crashOnce(step, &fired)}
+			committed, pending := crashWriting(t, path, opts, fs)
+			if !fired {
+				t.Fatalf("never reached step %s", step)
+			}
+			j := mustOpen(t, path, Options{RetainCount: retain, segmentRecords: per})
+			defer mustClose(t, j)
+			got := list(t, j.After(0, ""))
+			assertOrdered(t, got)
+			// What the crash interrupted may or may not have reached the disk.
+			want := committed
+			if len(pending) > 0 && len(got) > 0 && got[len(got)-1].Seq == pending[len(pending)-1].Seq {
+				want = append(committed, pending...)
+			}
+			assertEvents(t, got, want[max(0, len(want)-retain):])
+			assertNoTemps(t, path)
+			next := mustAppend(t, j, Event{Type: TypeOOM, ID: "after"})
+			if next.Seq != got[len(got)-1].Seq+1 {
+				t.Fatalf("seq after reopen %d, last before crash %d", next.Seq, got[len(got)-1].Seq)
+			}
+		})
+	}
+}
+
+// crashWriting appends and commits until the crash hook stops the journal,
+// making every 7th commit's fsync fail so that rewrites happen too. It
+// returns the committed events and the batch in flight at the crash.
+func crashWriting(t *testing.T, path string, opts Options, fs *faultFS) (committed, pending []Event) {
+	t.Helper()
+	j := mustOpen(t, path, opts)
+	for i := 0; j.halted == nil && i < 1000; i++ {
+		if i%7 == 3 && i > 20 {
+			fs.set("sync", syscall.EIO)
+		}
+		batch := batchOf(fmt.Sprint(i), 2)
+		stored, err := appendBatch(j, batch)
+		fs.clear("sync")
+		switch {
+		case err == nil:
+			committed = append(committed, stored...)
+		case j.halted != nil:
+			pending = stored
+		}
+	}
+	abandon(j)
+	return committed, pending
+}
+
+func assertNoTemps(t *testing.T, path string) {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix) {
+			t.Fatalf("leftover temp file %s", e.Name())
+		}
+	}
+}
+
+// Open reads the indexes and the newest segment only: damage inside a
+// sealed segment's records is not even looked at, while an index that is
+// missing, unreadable or longer than its segment makes Open scan that one
+// segment again; an index left without its segment is removed.
+func TestOpenUsesIndexes(t *testing.T) {
+	const per = 8
+	path := journalPath(t)
+	dir := filepath.Dir(path)
+	opts := Options{segmentRecords: per, Sync: SyncNone}
+	j := mustOpen(t, path, opts)
+	want := appendN(t, j, 5*per+3)
+	mustClose(t, j)
+
+	j = mustOpen(t, path, opts)
+	if len(j.active.evs) != 3 || j.Stats().Loaded != uint64(len(want)) {
+		t.Fatalf("active holds %d events, loaded %d", len(j.active.evs), j.Stats().Loaded)
+	}
+	mustClose(t, j)
+
+	damaged := filepath.Join(dir, segName(per+1, segIdx))
+	writeFile(t, damaged, []byte("{garbage\n"))
+	if err := os.Remove(filepath.Join(dir, segName(2*per+1, segIdx))); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, segName(1000, segIdx)), []byte("orphan\n"))
+	j = mustOpen(t, path, opts)
+	defer mustClose(t, j)
+	assertEvents(t, list(t, j.After(0, "")), want)
+	for _, base := range []uint64{per + 1, 2*per + 1} {
+		if _, err := readSummary(filepath.Join(dir, segName(base, segIdx))); err != nil {
+			t.Fatalf("index of segment %d not rebuilt: %v", base, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, segName(1000, segIdx))); !os.IsNotExist(err) {
+		t.Fatalf("orphan index kept: %v", err)
+	}
+}
+
+// A sealed segment cut short (a damaged disk) loses only what was cut: its
+// index is rebuilt from what remains and the other segments are served.
+func TestSealedSegmentCutShort(t *testing.T) {
+	const per = 8
+	path := journalPath(t)
+	dir := filepath.Dir(path)
+	opts := Options{segmentRecords: per, Sync: SyncNone}
+	j := mustOpen(t, path, opts)
+	want := appendN(t, j, 3*per)
+	mustClose(t, j)
+	seg := filepath.Join(dir, segName(per+1, segLog))
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := strings.Index(string(data), "\n") + 1
+	writeFile(t, seg, data[:ends+5]) // one record and a torn one
+	j = mustOpen(t, path, opts)
+	defer mustClose(t, j)
+	assertEvents(t, list(t, j.After(0, "")), append(append([]Event(nil), want[:per+1]...), want[2*per:]...))
+}
+
+// Replays seek by seq and by time into any segment, at and between seek
+// marks, and agree with the events appended.
+func TestSeekAcrossSegments(t *testing.T) {
+	const per = 300 // three seek marks a segment
+	path := journalPath(t)
+	j := mustOpen(t, path, Options{segmentRecords: per, Sync: SyncNone, Now: frozen(t0)})
+	all := appendN(t, j, 4*per+17, "a", "b", "c")
+	mustClose(t, j)
+	j = mustOpen(t, path, Options{segmentRecords: per})
+	defer mustClose(t, j)
+	for _, k := range []int{0, 1, 127, 128, 129, 299, 300, 301, 555, 900, 1199, 1200, 1201, len(all) - 2, len(all) - 1} {
+		assertEvents(t, list(t, j.After(all[k].Seq, "")), all[k+1:])
+		assertEvents(t, list(t, j.Since(all[k].Timestamp, "")), all[k+1:])
+		assertEvents(t, list(t, j.After(all[k].Seq, "b")), onlyID(all[k+1:], "b"))
+	}
+	if ev, ok := j.Oldest(); !ok || ev.Seq != 1 {
+		t.Fatalf("Oldest = %+v %v", ev, ok)
+	}
+}
+
+// Memory holds one segment's events whatever the retain count, even 0
+// (keep all), and a seal that keeps failing stops appends past four
+// segments' worth with an error instead of growing.
+func TestMemoryBounded(t *testing.T) {
+	const per = 8
+	path := journalPath(t)
+	fs := newFaultFS()
+	j := mustOpen(t, path, Options{segmentRecords: per, fs: fs})
+	defer mustClose(t, j)
+	appendN(t, j, 10*per)
+	if len(j.active.evs) > per {
+		t.Fatalf("%d events in memory", len(j.active.evs))
+	}
+	fs.set("create", syscall.ENOSPC) // no index temp file: sealing fails
+	for i := 0; ; i++ {
+		if _, err := j.AppendBatch(batchOf("m", 1)); err != nil {
+			assertWriteError(t, err, syscall.ENOSPC, j.active.path)
+			break
+		}
+		if i > 5*per {
+			t.Fatal("appends never refused while sealing fails")
+		}
+	}
+	if len(j.active.evs) > 4*per || j.Stats().SealErrors == 0 {
+		t.Fatalf("%d events in memory, %+v", len(j.active.evs), j.Stats())
+	}
+	fs.clear("create")
+	if _, err := j.AppendBatch(batchOf("m", 1)); err != nil {
+		t.Fatalf("after the fault: %v", err)
+	}
+	if len(j.active.evs) > per {
+		t.Fatalf("%d events in memory after sealing again", len(j.active.evs))
+	}
+}
