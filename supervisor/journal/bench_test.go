@@ -1,7 +1,10 @@
 package journal
 
 import (
+	"fmt"
+	"path/filepath"
 	"testing"
+	"time"
 )
 
 // BenchmarkAppend measures one Append per policy. For SyncBatch it commits
@@ -34,15 +37,52 @@ func BenchmarkSinceLast100Of1M(b *testing.B) {
 	j := mustOpen(b, journalPath(b), Options{Sync: SyncNone})
 	defer mustClose(b, j)
 	ev := Event{Type: TypeExit, ID: "c", Pid: "init"}
-	for range total {
+	for i := range total {
 		if _, err := j.Append(ev); err != nil {
 			b.Fatal(err)
+		}
+		if i%1000 == 999 {
+			if err := j.Commit(); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	from := list(b, j.After(total-101, ""))[0].Timestamp
 	for b.Loop() {
 		if got := list(b, j.Since(from, "")); len(got) != 100 {
 			b.Fatalf("got %d events", len(got))
+		}
+	}
+}
+
+// BenchmarkFullReplay streams every event of a 200,000-event journal built
+// with Build (segments, indexes), as a full replay does.
+func BenchmarkFullReplay(b *testing.B) {
+	dir := b.TempDir()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	n, err := Build(dir, func(yield func(Event) bool) {
+		for i := 0; i < 200000; i++ {
+			if !yield(Event{Type: TypeExit, ID: fmt.Sprintf("container-%04d", i%1000), Pid: "init", Status: 137, Incarnation: "1700000000000000000", Timestamp: base.Add(time.Duration(i) * time.Microsecond)}) {
+				return
+			}
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	j := mustOpen(b, filepath.Join(dir, fileName), Options{})
+	defer j.Close()
+	for b.Loop() {
+		r := j.After(0, "")
+		c := 0
+		for {
+			if _, err := r.Next(); err != nil {
+				break
+			}
+			c++
+		}
+		if c != n {
+			b.Fatal(c)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,11 +82,22 @@ func clampStatus(v int64) uint32 {
 // torn write or garbage can look like yet still parse: non-objects such as
 // `null` or `7`, and objects without a type or a timestamp.
 func decodeLine(line []byte) (Event, error) {
-	b := bytes.TrimLeft(line, " \t\r\n")
+	var d decoder
+	return d.decode(line)
+}
+
+// decoder decodes records one after the other, reusing the strings of the
+// previous record where they repeat (a replay decodes millions).
+type decoder struct {
+	last [3]string // id, pid, incarnation of the previous record
+}
+
+func (d *decoder) decode(line []byte) (Event, error) {
+	b := trimSpace(line)
 	if len(b) == 0 || b[0] != '{' {
 		return Event{}, errNotObject
 	}
-	ev, ok := decodeFast(b)
+	ev, ok := d.decodeFast(b)
 	if !ok {
 		ev = Event{}
 		if err := json.Unmarshal(b, &ev); err != nil {
@@ -119,4 +129,12 @@ func appendRecord(buf []byte, ev Event) ([]byte, error) {
 		return buf[:start], fmt.Errorf("event seq %d is %d bytes: %w", ev.Seq, n, ErrInvalidArgument)
 	}
 	return append(buf, '\n'), nil
+}
+
+// trimSpace drops leading JSON whitespace.
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n') {
+		b = b[1:]
+	}
+	return b
 }

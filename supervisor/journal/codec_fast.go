@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"encoding/binary"
 	"strconv"
 	"time"
 )
@@ -12,118 +13,128 @@ import (
 // non-ASCII, unknown or repeated keys, nulls, signs, fractions, exponents) to
 // encoding/json, so the result is always exactly what encoding/json gives.
 
-// decodeFast reads a record written as encodeFast writes it: one flat
-// object, no whitespace, printable ASCII strings without escapes, unsigned
-// integers. ok is false for anything else, which encoding/json then reads.
-func decodeFast(b []byte) (ev Event, ok bool) {
-	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+// decodeFast reads a record written as encodeFast writes it: its keys in
+// that order, no whitespace, printable ASCII strings without escapes,
+// unsigned integers. ok is false for anything else (a v0.2 record's other
+// key order included), which encoding/json then reads.
+func (d *decoder) decodeFast(b []byte) (Event, bool) {
+	c := cursor{b: b, ok: true}
+	var ev Event
+	if !c.lit(`{"type":`) {
 		return Event{}, false
 	}
-	var seen uint8
-	for i := 1; ; {
-		key, j, ok := scanString(b, i)
-		if !ok || j >= len(b) || b[j] != ':' {
-			return Event{}, false
-		}
-		val, k, isString, ok := scanValue(b, j+1)
-		if !ok || !decodeField(&ev, &seen, key, val, isString) {
-			return Event{}, false
-		}
-		switch {
-		case k == len(b)-1:
-			return ev, true
-		case b[k] != ',':
-			return Event{}, false
-		}
-		i = k + 1
+	ev.Type = internType(c.str())
+	if !c.lit(`,"id":`) {
+		return Event{}, false
 	}
+	ev.ID = d.str(0, c.str())
+	if c.lit(`,"pid":`) {
+		ev.Pid = d.str(1, c.str())
+	}
+	if c.lit(`,"status":`) {
+		c.check(decodeStatus(&ev, c.num()))
+	}
+	if !c.lit(`,"timestamp":`) {
+		return Event{}, false
+	}
+	c.check(parseTimestamp(c.str(), &ev.Timestamp))
+	if c.lit(`,"seq":`) {
+		c.check(decodeSeq(&ev, c.num()))
+	}
+	if c.lit(`,"incarnation":`) {
+		ev.Incarnation = d.str(2, c.str())
+	}
+	if c.lit(`,"epoch":`) {
+		c.check(decodeEpoch(&ev, c.num()))
+	}
+	return ev, c.lit("}") && c.i == len(b)
+}
+
+// cursor walks a record; once something does not match, ok stays false.
+type cursor struct {
+	b  []byte
+	i  int
+	ok bool
+}
+
+// lit consumes s if the record continues with it.
+func (c *cursor) lit(s string) bool {
+	if !c.ok || len(c.b)-c.i < len(s) || string(c.b[c.i:c.i+len(s)]) != s {
+		return false
+	}
+	c.i += len(s)
+	return true
+}
+
+func (c *cursor) str() []byte {
+	s, j, ok := scanString(c.b, c.i)
+	c.check(ok)
+	c.i = j
+	return s
+}
+
+func (c *cursor) num() []byte {
+	v, j, ok := scanNumber(c.b, c.i)
+	c.check(ok)
+	c.i = j
+	return v
+}
+
+func (c *cursor) check(ok bool) { c.ok = c.ok && ok }
+
+// str returns b as a string, the previous record's field k if equal.
+func (d *decoder) str(k int, b []byte) string {
+	if string(b) != d.last[k] {
+		d.last[k] = string(b)
+	}
+	return d.last[k]
 }
 
 // scanString reads a plain string starting at b[i] == '"' and returns its
-// contents and the index after the closing quote.
+// contents and the index after the closing quote. Eight bytes at a time
+// while none is a quote, a backslash, a control or a non-ASCII byte.
 func scanString(b []byte, i int) ([]byte, int, bool) {
 	if i >= len(b) || b[i] != '"' {
-		return nil, 0, false
+		return nil, i, false
 	}
-	for j := i + 1; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
-			return b[i+1 : j], j + 1, true
-		case c < 0x20 || c >= 0x7f || c == '\\':
-			return nil, 0, false
-		}
+	j := i + 1
+	for j+8 <= len(b) && plainWord(binary.LittleEndian.Uint64(b[j:])) {
+		j += 8
 	}
-	return nil, 0, false
-}
-
-// scanValue reads a plain string or an unsigned integer at b[i].
-func scanValue(b []byte, i int) ([]byte, int, bool, bool) {
-	if i < len(b) && b[i] == '"' {
-		s, j, ok := scanString(b, i)
-		return s, j, true, ok
-	}
-	j := i
-	for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+	for j < len(b) && plain[b[j]] {
 		j++
 	}
-	if j == i || (b[i] == '0' && j > i+1) {
-		return nil, 0, false, false
+	if j == len(b) || b[j] != '"' {
+		return nil, i, false
 	}
-	return b[i:j], j, false, true
+	return b[i+1 : j], j + 1, true
 }
 
-// fieldBit gives each known key a bit, to refuse repeated keys; 0 for
-// unknown keys.
-func fieldBit(key string) uint8 {
-	switch key {
-	case "type":
-		return 1
-	case "id":
-		return 2
-	case "pid":
-		return 4
-	case "status":
-		return 8
-	case "timestamp":
-		return 16
-	case "seq":
-		return 32
-	case "incarnation":
-		return 64
-	case "epoch":
-		return 128
-	}
-	return 0
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// plainWord reports whether the eight bytes of w are all plain. A byte
+// >= 0x80 has its high bit set; subtracting 0x20 from a byte below 0x20
+// borrows, which sets it; a byte equal to c becomes 0 in w^(c*ones), which
+// the zero-byte test finds. Borrows only add false alarms, which the byte
+// loop then sorts out.
+func plainWord(w uint64) bool {
+	bad := w | (w - 0x20*ones) | hasZero(w^('"'*ones)) | hasZero(w^('\\'*ones))
+	return bad&highs == 0
 }
 
-func decodeField(ev *Event, seen *uint8, k []byte, b []byte, isString bool) bool {
-	key := string(k) // no allocation: only compared
-	bit := fieldBit(key)
-	if bit == 0 || *seen&bit != 0 {
-		return false
+func hasZero(v uint64) uint64 { return (v - ones) &^ v & highs }
+
+// plain marks the bytes a string may hold on the fast path: printable
+// ASCII (and DEL) other than the quote and the backslash.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
 	}
-	*seen |= bit
-	numeric := key == "status" || key == "seq" || key == "epoch"
-	if numeric == isString {
-		return false
-	}
-	if numeric {
-		return decodeNumber(ev, key, b)
-	}
-	switch key {
-	case "type":
-		ev.Type = internType(b)
-	case "id":
-		ev.ID = string(b)
-	case "pid":
-		ev.Pid = string(b)
-	case "incarnation":
-		ev.Incarnation = string(b)
-	case "timestamp":
-		return parseTimestamp(b, &ev.Timestamp)
-	}
-	return true
-}
+	return t
+}()
 
 // internType returns the package's constant for a known event type, so the
 // millions of records of a replay do not each allocate it.
@@ -158,14 +169,40 @@ func parseUTC(b []byte) (time.Time, bool) {
 	mi, ok5 := digits(b[14:16])
 	s, ok6 := digits(b[17:19])
 	ns, ok7 := fraction(b[19 : len(b)-1])
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59 {
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || y < 1 || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59 {
 		return time.Time{}, false
 	}
-	t := time.Date(y, time.Month(mo), d, h, mi, s, ns, time.UTC)
-	if t.Day() != d { // 31 April and the like: time.Parse refuses them
+	if d > daysIn(mo, y) { // 31 April and the like: time.Parse refuses them
 		return time.Time{}, false
 	}
-	return t, true
+	secs := ((daysSinceEpoch(y, mo, d)*24+int64(h))*60+int64(mi))*60 + int64(s)
+	return time.Unix(secs, int64(ns)).UTC(), true
+}
+
+func daysIn(month, year int) int {
+	switch {
+	case month == 2 && year%4 == 0 && (year%100 != 0 || year%400 == 0):
+		return 29
+	case month == 2:
+		return 28
+	case month == 4 || month == 6 || month == 9 || month == 11:
+		return 30
+	}
+	return 31
+}
+
+// daysSinceEpoch is the number of days from 1970-01-01 to the given date
+// of the proleptic Gregorian calendar (H. Hinnant's days_from_civil).
+func daysSinceEpoch(y, m, d int) int64 {
+	if m <= 2 {
+		y--
+	}
+	era := y / 400 // y >= 0 here: year 1 to 9999
+	yoe := y - era*400
+	mp := (m + 9) % 12
+	doy := (153*mp+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return int64(era*146097 + doe - 719468)
 }
 
 func digits(b []byte) (int, bool) {
@@ -194,21 +231,40 @@ func fraction(b []byte) (int, bool) {
 	return n, ok
 }
 
-func decodeNumber(ev *Event, key string, raw []byte) bool {
-	switch key {
-	case "status":
-		n, err := strconv.ParseUint(string(raw), 10, 64)
-		ev.Status = clampStatus(int64(min(n, unknownStatus+1)))
-		return err == nil
-	case "seq":
-		n, err := strconv.ParseUint(string(raw), 10, 64)
-		ev.Seq = n
-		return err == nil
-	default:
-		n, err := strconv.ParseUint(string(raw), 10, 32)
-		ev.Epoch = uint32(n)
-		return err == nil
+// scanNumber reads an unsigned JSON integer at b[i] (no sign, fraction,
+// exponent or leading zero).
+func scanNumber(b []byte, i int) ([]byte, int, bool) {
+	j := i
+	for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+		j++
 	}
+	if j == i || (b[i] == '0' && j > i+1) {
+		return nil, i, false
+	}
+	return b[i:j], j, true
+}
+
+func decodeStatus(ev *Event, raw []byte) bool {
+	n, err := strconv.ParseUint(string(raw), 10, 64)
+	ev.Status = clampStatus(int64(min(n, unknownStatus+1)))
+	return err == nil
+}
+
+func decodeSeq(ev *Event, raw []byte) bool {
+	if len(raw) < 19 { // cannot overflow an int
+		n, _ := digits(raw)
+		ev.Seq = uint64(n)
+		return true
+	}
+	n, err := strconv.ParseUint(string(raw), 10, 64)
+	ev.Seq = n
+	return err == nil
+}
+
+func decodeEpoch(ev *Event, raw []byte) bool {
+	n, err := strconv.ParseUint(string(raw), 10, 32)
+	ev.Epoch = uint32(n)
+	return err == nil
 }
 
 // encodeFast appends ev as encoding/json would marshal it, when every string

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
@@ -161,11 +162,34 @@ func TestFastCodecMatchesEncodingJSON(t *testing.T) {
 		`{"type":"exit","id":"c","seq":18446744073709551616,"timestamp":"2026-01-02T03:04:05Z"}`,
 		`{"type":"exit","id":"c","status":99999999999999999999,"timestamp":"2026-01-02T03:04:05Z"}`,
 	} {
-		fast, fok := decodeFast([]byte(line))
+		fast, fok := new(decoder).decodeFast([]byte(line))
 		var ref Event
 		jerr := json.Unmarshal([]byte(line), &ref)
 		if fok && (jerr != nil || !sameEvent(fast, ref)) {
 			t.Fatalf("%s: fast path gave %+v, encoding/json %+v %v", line, fast, ref, jerr)
+		}
+	}
+}
+
+// The fast timestamp parser agrees with time's own on every form it takes
+// and refuses what time refuses.
+func TestParseUTCMatchesTime(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 20000; i++ {
+		ts := time.Unix(rng.Int64N(253402300799+62135596800)-62135596800, rng.Int64N(1e9)).UTC()
+		if i%3 == 0 {
+			ts = ts.Truncate(time.Duration(rng.Int64N(int64(time.Second)) + 1))
+		}
+		b := []byte(ts.Format(time.RFC3339Nano))
+		got, ok := parseUTC(b)
+		want, err := time.Parse(time.RFC3339Nano, string(b))
+		if ok != (err == nil) || (ok && (!got.Equal(want) || got.Location() != want.Location())) {
+			t.Fatalf("%s: fast %v %v, time %v %v", b, got, ok, want, err)
+		}
+	}
+	for _, bad := range []string{"2026-02-29T00:00:00Z", "2026-13-01T00:00:00Z", "2026-01-01T24:00:00Z", "0000-01-01T00:00:00Z", "2026-01-01T00:00:00.Z"} {
+		if _, ok := parseUTC([]byte(bad)); ok {
+			t.Fatalf("%s accepted", bad)
 		}
 	}
 }

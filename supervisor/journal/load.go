@@ -27,6 +27,7 @@ type loader struct {
 	held      []badRange // invalid lines after the last valid one
 	warned    int        // per-line warnings issued
 	clock     clockState // the last record so far, the previous segments' included
+	dec       decoder
 	emit      func(ev Event, off, n int64, newEpoch bool)
 }
 
@@ -90,7 +91,7 @@ func (l *loader) line(line []byte, n int64, complete bool) {
 	}
 	// Leading NULs are what a crash leaves where a block was allocated but
 	// never written; a record written after them is still good.
-	ev, err := decodeLine(trimNULs(line[:len(line)-1]))
+	ev, err := l.dec.decode(trimNULs(line[:len(line)-1]))
 	if err != nil {
 		l.held = append(l.held, badRange{start, n, err})
 		return

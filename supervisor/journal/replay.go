@@ -19,11 +19,12 @@ type Replay struct {
 	id   string
 	ceil []time.Time // epochCeilings(v.epochs)
 
-	seg  int        // index in v.sealed being read; len(v.sealed) means the cache
-	sr   *segReader // open reader of v.sealed[seg], nil when not opened yet
-	off  int64      // where to start reading v.sealed[seg] when opening it
-	ci   int        // next index in v.cache
-	last uint64     // seq of the last event returned or skipped: never go back
+	seg  int         // index in v.sealed being read; len(v.sealed) means the cache
+	sr   *segReader  // open reader of v.sealed[seg], nil when not opened yet
+	pf   *prefetcher // decoding the sealed segments from seg on, if any
+	off  int64       // where to start reading v.sealed[seg] when opening it
+	ci   int         // next index in v.cache
+	last uint64      // seq of the last event returned or skipped: never go back
 	skip func(ev Event) bool
 	err  error
 }
@@ -103,6 +104,17 @@ func (r *Replay) Next() (Event, error) {
 
 // advance returns the next record, from the sealed segments then the cache.
 func (r *Replay) advance() (Event, error) {
+	if r.pf == nil && r.sr == nil && len(r.v.sealed)-r.seg >= 2 {
+		r.pf = startPrefetch(r.v.sealed[r.seg:], r.off)
+	}
+	if r.pf != nil {
+		ev, err := r.pf.next()
+		if !errors.Is(err, io.EOF) {
+			return ev, err
+		}
+		r.pf.close()
+		r.pf, r.seg = nil, len(r.v.sealed)
+	}
 	for r.seg < len(r.v.sealed) {
 		if r.sr == nil {
 			sr, err := openSegment(r.v.sealed[r.seg], r.off)
@@ -135,6 +147,10 @@ func (r *Replay) Close() {
 		r.sr.close()
 		r.sr = nil
 	}
+	if r.pf != nil {
+		r.pf.close()
+		r.pf = nil
+	}
 	if r.err == nil {
 		r.err = io.EOF
 	}
@@ -146,6 +162,7 @@ type segReader struct {
 	f    *os.File
 	br   *bufio.Reader
 	left int64
+	dec  decoder
 }
 
 func openSegment(s sealed, off int64) (*segReader, error) {
@@ -173,7 +190,7 @@ func (sr *segReader) next() (Event, error) {
 		if !complete {
 			continue
 		}
-		if ev, err := decodeLine(trimNULs(line[:len(line)-1])); err == nil {
+		if ev, err := sr.dec.decode(trimNULs(line[:len(line)-1])); err == nil {
 			return ev, nil
 		}
 	}
