@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -37,9 +38,10 @@ func (s *Supervisor) restore(ctx context.Context) error {
 	if err != nil {
 		s.log.WithError(err).Warn("listing retired containers")
 	}
-	facts := s.readJournalFacts(wantedIDs(ids, retired))
+	loads := s.loadAll(ctx, ids)
+	facts := s.readJournalFacts(wanted(loads, retired))
 	aside := 0
-	for _, l := range s.loadAll(ctx, ids) {
+	for _, l := range loads {
 		if l.err != nil && !l.timedOut {
 			l.c, l.err = s.recoverContainer(l.id, l.err, facts)
 		}
@@ -67,8 +69,9 @@ func (s *Supervisor) restore(ctx context.Context) error {
 }
 
 // journalFacts is what restore needs from the journal about the containers
-// found in the state dir, read in one pass (none when there are none: the
-// journal may hold millions of events).
+// found in the state dir. It is read newest first and only as far back as
+// the start-container of each of them: a restart does not read a journal of
+// millions of events (nothing at all when there is no container).
 type journalFacts struct {
 	exits  map[string]bool // published exits, by procKey
 	starts map[string]bool // published start-container/start-process, by procKey
@@ -78,25 +81,72 @@ type journalFacts struct {
 	oldest       time.Time // of the oldest event retained; zero if none
 }
 
-func (s *Supervisor) readJournalFacts(want map[string]bool) journalFacts {
+// factsWanted names the start-container events the backward read must
+// reach, by id and incarnation ("" for the id's latest, when the state
+// could not be read or has no incarnation). Every fact about an
+// incarnation comes after its start-container.
+type factsWanted map[string]bool
+
+func wantKey(id, incarnation string) string { return id + "\x00" + incarnation }
+
+func wanted(loads []loaded, retired []Container) factsWanted {
+	w := factsWanted{}
+	for _, l := range loads {
+		inc := ""
+		if l.err == nil {
+			inc = l.c.Incarnation()
+		}
+		w[wantKey(l.id, inc)] = true
+	}
+	for _, c := range retired {
+		w[wantKey(c.ID(), c.Incarnation())] = true
+	}
+	return w
+}
+
+func (w factsWanted) ids() map[string]bool {
+	ids := map[string]bool{}
+	for k := range w {
+		ids[k[:strings.IndexByte(k, 0)]] = true
+	}
+	return ids
+}
+
+// reached records a start-container; it reports whether nothing more is wanted.
+func (w factsWanted) reached(ev journal.Event) bool {
+	if ev.Type == journal.TypeStartContainer {
+		delete(w, wantKey(ev.ID, ev.Incarnation))
+		delete(w, wantKey(ev.ID, ""))
+	}
+	return len(w) == 0
+}
+
+func (s *Supervisor) readJournalFacts(w factsWanted) journalFacts {
 	f := journalFacts{exits: map[string]bool{}, starts: map[string]bool{}, incarnations: map[string]string{}}
 	if oldest, ok := s.journal.Oldest(); ok {
 		f.oldest = oldest.Timestamp
 	}
-	if len(want) == 0 {
-		return f
-	}
-	s.scanJournal(func(ev journal.Event) bool {
-		if want[ev.ID] {
-			f.add(ev)
+	ids := w.ids()
+	b := s.journal.Backward()
+	for len(w) > 0 {
+		ev, err := b.Next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				s.log.WithError(err).Warn("restore: reading the journal")
+			}
+			break
 		}
-		return true
-	})
+		if ids[ev.ID] {
+			f.add(ev)
+			w.reached(ev)
+		}
+	}
 	return f
 }
 
+// add records ev; events come newest first.
 func (f *journalFacts) add(ev journal.Event) {
-	if ev.Type == journal.TypeStartContainer {
+	if _, seen := f.incarnations[ev.ID]; !seen && ev.Type == journal.TypeStartContainer {
 		f.incarnations[ev.ID] = ev.Incarnation
 	}
 	switch {
@@ -108,18 +158,6 @@ func (f *journalFacts) add(ev journal.Event) {
 	case ev.Type == journal.TypeStartProcess:
 		f.starts[procKey(ev.ID, ev.Pid, ev.Incarnation)] = true
 	}
-}
-
-// wantedIDs are the ids restore needs journal facts for.
-func wantedIDs(ids []string, retired []Container) map[string]bool {
-	want := make(map[string]bool, len(ids)+len(retired))
-	for _, id := range ids {
-		want[id] = true
-	}
-	for _, c := range retired {
-		want[c.ID()] = true
-	}
-	return want
 }
 
 // scanJournal streams every served event to fn, oldest first, until fn

@@ -68,6 +68,7 @@ func (j *Journal) loadSealed(sf segFiles) error {
 		last := i == len(sf.bases)-1
 		sum, ok := j.indexed(sf, base)
 		if last && !ok {
+			j.dropIndex(sf, base)
 			return j.loadActive(base)
 		}
 		if !ok {
@@ -155,6 +156,19 @@ func (j *Journal) clockAtEnd() clockState {
 		c.epochs = []epochStart{j.clock.epochs[n-1]}
 	}
 	return c
+}
+
+// dropIndex removes a stale index of the segment that becomes the active
+// one: appends would otherwise make the segment long enough to pass for
+// the stale index's at the next Open.
+func (j *Journal) dropIndex(sf segFiles, base uint64) {
+	if !sf.idx[base] {
+		return
+	}
+	path := filepath.Join(j.dir, segName(base, segIdx))
+	if err := j.opts.fs.Remove(path); err != nil {
+		j.log.WithError(err).WithField("index", path).Warn("journal: cannot remove a stale segment index")
+	}
 }
 
 // loadActive reads every event of the newest segment and cuts its torn tail.

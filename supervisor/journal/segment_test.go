@@ -1,7 +1,9 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -262,4 +264,57 @@ func TestMemoryBounded(t *testing.T) {
 	if len(j.active.evs) > per {
 		t.Fatalf("%d events in memory after sealing again", len(j.active.evs))
 	}
+}
+
+// The newest segment cut shorter than its index says (a damaged disk after
+// a seal) becomes the active one again: its stale index is removed, so
+// that later appends never make it pass for that index.
+func TestStaleIndexOfNewestSegmentRemoved(t *testing.T) {
+	const per = 8
+	path := journalPath(t)
+	dir := filepath.Dir(path)
+	opts := Options{segmentRecords: per, Sync: SyncNone}
+	j := mustOpen(t, path, opts)
+	want := appendN(t, j, per)
+	mustClose(t, j)
+	if err := os.Remove(filepath.Join(dir, segName(per+1, segLog))); err != nil {
+		t.Fatal(err) // the empty segment started after the seal
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, data[:len(data)-1]) // last record torn
+	j = mustOpen(t, path, opts)
+	if _, err := os.Stat(filepath.Join(dir, segName(1, segIdx))); !os.IsNotExist(err) {
+		t.Fatalf("stale index kept: %v", err)
+	}
+	more := appendN(t, j, 3)
+	mustClose(t, j)
+	j = mustOpen(t, path, opts)
+	defer mustClose(t, j)
+	assertEvents(t, list(t, j.After(0, "")), append(want[:per-1], more...))
+}
+
+// Backward walks the served events newest first, across segments, and
+// stops at the retain count.
+func TestBackward(t *testing.T) {
+	const per = 8
+	path := journalPath(t)
+	j := mustOpen(t, path, Options{segmentRecords: per, RetainCount: 20})
+	defer mustClose(t, j)
+	all := appendN(t, j, 5*per+3)
+	b := j.Backward()
+	var got []Event
+	for {
+		ev, err := b.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append([]Event{ev}, got...)
+	}
+	assertEvents(t, got, all[len(all)-20:])
 }
