@@ -22,6 +22,7 @@ type Replay struct {
 	seg  int         // index in v.sealed being read; len(v.sealed) means the cache
 	sr   *segReader  // open reader of v.sealed[seg], nil when not opened yet
 	pf   *prefetcher // decoding the sealed segments from seg on, if any
+	long bool        // read past a whole segment: prefetching pays
 	off  int64       // where to start reading v.sealed[seg] when opening it
 	ci   int         // next index in v.cache
 	last uint64      // seq of the last event returned or skipped: never go back
@@ -104,18 +105,13 @@ func (r *Replay) Next() (Event, error) {
 
 // advance returns the next record, from the sealed segments then the cache.
 func (r *Replay) advance() (Event, error) {
-	if r.pf == nil && r.sr == nil && len(r.v.sealed)-r.seg >= 2 {
-		r.pf = startPrefetch(r.v.sealed[r.seg:], r.off)
-	}
-	if r.pf != nil {
-		ev, err := r.pf.next()
-		if !errors.Is(err, io.EOF) {
-			return ev, err
-		}
-		r.pf.close()
-		r.pf, r.seg = nil, len(r.v.sealed)
-	}
 	for r.seg < len(r.v.sealed) {
+		if r.long && r.pf == nil && r.sr == nil && len(r.v.sealed)-r.seg >= 2 {
+			r.pf = startPrefetch(r.v.sealed[r.seg:], r.off)
+		}
+		if r.pf != nil {
+			return r.fromPrefetch()
+		}
 		if r.sr == nil {
 			sr, err := openSegment(r.v.sealed[r.seg], r.off)
 			if err != nil {
@@ -133,12 +129,25 @@ func (r *Replay) advance() (Event, error) {
 			return Event{}, err
 		}
 		r.seg++
+		r.long = true // a whole segment read: worth decoding ahead
 	}
 	if r.ci < len(r.v.cache) {
 		r.ci++
 		return r.v.cache[r.ci-1], nil
 	}
 	return Event{}, io.EOF
+}
+
+// fromPrefetch returns the next decoded event; after the last sealed
+// segment it hands over to the cache.
+func (r *Replay) fromPrefetch() (Event, error) {
+	ev, err := r.pf.next()
+	if !errors.Is(err, io.EOF) {
+		return ev, err
+	}
+	r.pf.close()
+	r.pf, r.seg = nil, len(r.v.sealed)
+	return r.advance()
 }
 
 // Close releases the open segment, if any. Safe to call more than once.

@@ -229,6 +229,20 @@ func TestSeekAcrossSegments(t *testing.T) {
 	if ev, ok := j.Oldest(); !ok || ev.Seq != 1 {
 		t.Fatalf("Oldest = %+v %v", ev, ok)
 	}
+	// A replay past a whole segment decodes the next ones ahead, in order.
+	r := j.After(0, "")
+	var got []Event
+	for range per + 2 {
+		ev, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev)
+	}
+	if r.pf == nil {
+		t.Fatal("a long replay does not decode ahead")
+	}
+	assertEvents(t, append(got, list(t, r)...), all)
 }
 
 // Memory holds one segment's events whatever the retain count, even 0
