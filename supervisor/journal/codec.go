@@ -99,8 +99,8 @@ func (d *decoder) decode(line []byte) (Event, error) {
 	}
 	ev, ok := d.decodeFast(b)
 	if !ok {
-		ev = Event{}
-		if err := json.Unmarshal(b, &ev); err != nil {
+		var err error
+		if ev, err = decodeSlow(b); err != nil {
 			return Event{}, err
 		}
 	}
@@ -129,6 +129,14 @@ func appendRecord(buf []byte, ev Event) ([]byte, error) {
 		return buf[:start], fmt.Errorf("event seq %d is %d bytes: %w", ev.Seq, n, ErrInvalidArgument)
 	}
 	return append(buf, '\n'), nil
+}
+
+// decodeSlow is encoding/json, for the records the fast path does not take.
+// Apart so that only these pay for the Event the decoder allocates.
+func decodeSlow(b []byte) (Event, error) {
+	ev := new(Event)
+	err := json.Unmarshal(b, ev)
+	return *ev, err
 }
 
 // trimSpace drops leading JSON whitespace.

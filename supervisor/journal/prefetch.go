@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 )
 
 // A replay that has several sealed segments ahead of it decodes them on
@@ -18,6 +19,27 @@ const (
 )
 
 var prefetchSem = make(chan struct{}, prefetchSlots)
+
+// Decoding a segment needs its bytes and a slice of its events, a few MiB
+// each: recycled, so that a long replay does not keep the GC busy.
+var (
+	byteBufs  sync.Pool // *[]byte
+	eventBufs sync.Pool // *[]Event
+)
+
+func getBytes(n int) []byte {
+	if p, ok := byteBufs.Get().(*[]byte); ok && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return make([]byte, n)
+}
+
+func getEvents(n int) []Event {
+	if p, ok := eventBufs.Get().(*[]Event); ok && cap(*p) >= n {
+		return (*p)[:0]
+	}
+	return make([]Event, 0, n)
+}
 
 // batch is one decoded segment.
 type batch struct {
@@ -70,6 +92,9 @@ func (p *prefetcher) next() (Event, error) {
 		if b.err != nil {
 			return Event{}, b.err
 		}
+		if done := p.cur; done != nil {
+			eventBufs.Put(&done) // every event was returned by value
+		}
 		p.cur, p.i = b.evs, 0
 	}
 	p.i++
@@ -95,13 +120,15 @@ func decodeSegment(s sealed, off int64) batch {
 		return batch{err: fmt.Errorf("read journal segment: %w", err)}
 	}
 	defer f.Close()
-	data := make([]byte, max(0, s.sum.Size-off))
+	buf := getBytes(int(max(0, s.sum.Size-off)))
+	defer byteBufs.Put(&buf) // the decoded strings are copies
+	data := buf
 	n, err := f.ReadAt(data, off)
 	if err != nil && err != io.EOF {
 		return batch{err: fmt.Errorf("read journal segment: %w", err)}
 	}
 	data = data[:n] // shorter than indexed: what is there is read
-	evs := make([]Event, 0, s.sum.Count)
+	evs := getEvents(s.sum.Count)
 	var dec decoder
 	for len(data) > 0 {
 		end := bytes.IndexByte(data, '\n')
