@@ -7,7 +7,7 @@ import (
 
 // faultFS is the real file system with errors on demand: set(op, err) makes
 // every later op fail with err until clear(op). The ops are "create" (temp
-// files), "write", "sync", "truncate", "rename", "syncdir". A failing write
+// files), "open" (segments), "write", "sync", "truncate", "rename", "syncdir". A failing write
 // first writes half its bytes, as a disk filling up mid-record does.
 type faultFS struct {
 	osFS
@@ -34,6 +34,9 @@ func (fs *faultFS) check(op string) error {
 }
 
 func (fs *faultFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
+	if err := fs.check("open"); err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
 	f, err := fs.osFS.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err

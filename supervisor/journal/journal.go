@@ -41,15 +41,16 @@ type Journal struct {
 	stats counters
 
 	// Writer state: owned by the single writer, never read by readers.
-	active    *activeSeg
-	sealed    []sealed // oldest first; replaced, never changed in place
-	untrusted bool     // an fsync, directory sync or truncate failed: rewrite the active segment before committing
-	idUnsaved bool     // the id could not be written yet: retried before committing
-	sealErr   error    // why the last seal failed; retried at each Commit
-	clock     clockState
-	committed clockState // clock as of the last Commit, restored by a rollback
-	closed    bool
-	halted    error // set by a simulated crash (tests): every write fails with it
+	active      *activeSeg
+	sealed      []sealed // oldest first; replaced, never changed in place
+	untrusted   bool     // an fsync, directory sync or truncate failed: rewrite the active segment before committing
+	idUnsaved   bool     // the id could not be written yet: retried before committing
+	sealErr     error    // why the last seal failed
+	sealRetryAt int      // retry sealing once the active segment holds this many
+	clock       clockState
+	committed   clockState // clock as of the last Commit, restored by a rollback
+	closed      bool
+	halted      error // set by a simulated crash (tests): every write fails with it
 
 	mu   sync.RWMutex
 	view view // guarded by mu: what readers see
@@ -157,6 +158,7 @@ func (j *Journal) roomInActive() error {
 		return nil
 	}
 	if j.active.pending == 0 {
+		j.sealRetryAt = 0
 		j.maybeSeal() // retried here too: no Commit comes while appends are refused
 	}
 	if j.sealErr != nil && len(j.active.evs) >= 4*j.opts.segmentRecords {

@@ -85,13 +85,15 @@ func (j *Journal) loadSealed(sf segFiles) error {
 }
 
 // indexed returns a sealed segment's summary if its index is readable and
-// matches the file (a shorter file than indexed was damaged: scanned again).
+// matches the file's size exactly (a sealed segment never changes; one cut
+// short by damage, or appended to after a seal that failed half way, is
+// scanned again).
 func (j *Journal) indexed(sf segFiles, base uint64) (summary, bool) {
 	if !sf.idx[base] {
 		return summary{}, false
 	}
 	sum, err := readSummary(filepath.Join(j.dir, segName(base, segIdx)))
-	if err != nil || sum.Base != base || sf.size[base] < sum.Size {
+	if err != nil || sum.Base != base || sf.size[base] != sum.Size {
 		j.log.WithError(err).WithField("segment", segName(base, segLog)).Warn("journal: segment index missing or stale; scanning the segment")
 		return summary{}, false
 	}

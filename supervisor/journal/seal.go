@@ -55,10 +55,11 @@ const tempPrefix = ".seg-tmp-"
 
 // maybeSeal seals the active segment once full. It runs after a Commit, so
 // everything in it is committed. A failure is logged and retried at the
-// next Commit; the active segment keeps growing meanwhile (bounded by
-// roomInActive).
+// Commit that has an eighth of a segment more; the active segment keeps
+// growing meanwhile (bounded by roomInActive).
 func (j *Journal) maybeSeal() {
-	if len(j.active.evs) < j.opts.segmentRecords || j.halted != nil {
+	n := len(j.active.evs)
+	if n < j.opts.segmentRecords || n < j.sealRetryAt || j.halted != nil {
 		return
 	}
 	if err := j.seal(); err != nil {
@@ -66,13 +67,14 @@ func (j *Journal) maybeSeal() {
 			return
 		}
 		if j.sealErr == nil {
-			j.log.WithError(err).Warn("journal: cannot seal the full segment; retrying at each commit")
+			j.log.WithError(err).Warn("journal: cannot seal the full segment; retrying")
 		}
 		j.sealErr = fmt.Errorf("seal segment %s: %w", j.active.path, err)
+		j.sealRetryAt = n + max(1, j.opts.segmentRecords/8) // not at every commit
 		j.stats.sealErrors.Add(1)
 		return
 	}
-	j.sealErr = nil
+	j.sealErr, j.sealRetryAt = nil, 0
 	j.retain()
 }
 
@@ -102,6 +104,10 @@ func (j *Journal) seal() error {
 	}
 	next, err := j.createSegment(j.clock.seq + 1)
 	if err != nil {
+		// Appends go on into this segment: its index must not stay.
+		if rerr := j.opts.fs.Remove(filepath.Join(j.dir, segName(x.sum.Base, segIdx))); rerr != nil {
+			j.log.WithError(rerr).Warn("journal: cannot remove the index of a segment that stays active")
+		}
 		return err
 	}
 	j.sealed = appendSealed(j.sealed, sealed{dir: j.dir, sum: x.sum})

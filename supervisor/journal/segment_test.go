@@ -332,3 +332,27 @@ func TestBackward(t *testing.T) {
 	}
 	assertEvents(t, got, all[len(all)-20:])
 }
+
+// A seal that wrote the index but could not start the next segment leaves
+// no index behind: the segment stays the active one, and a restart finds
+// every event appended to it afterwards.
+func TestSealFailingAfterIndex(t *testing.T) {
+	const per = 4
+	path := journalPath(t)
+	fs := newFaultFS()
+	opts := Options{segmentRecords: per, fs: fs}
+	j := mustOpen(t, path, opts)
+	fs.set("open", syscall.EMFILE)
+	want := appendN(t, j, per+2)
+	if j.Stats().SealErrors == 0 {
+		t.Fatal("the seal did not fail")
+	}
+	mustClose(t, j)
+	fs.clear("open")
+	j = mustOpen(t, path, Options{segmentRecords: per})
+	defer mustClose(t, j)
+	assertEvents(t, list(t, j.After(0, "")), want)
+	if next := mustAppend(t, j, Event{Type: TypeOOM, ID: "z"}); next.Seq != uint64(len(want))+1 {
+		t.Fatalf("next seq %d", next.Seq)
+	}
+}

@@ -10,7 +10,7 @@ type Stats struct {
 	Loaded             uint64        // events found at Open (sealed segments counted from their index)
 	Appended           uint64        // events appended since Open
 	Seals              uint64        // segments sealed (fsynced, indexed) since Open
-	SealErrors         uint64        // failed seals (retried at each Commit)
+	SealErrors         uint64        // failed seals (retried as the segment grows)
 	RemovedSegments    uint64        // old segments removed by retention since Open
 	Syncs              uint64        // fsyncs of journal data (directory syncs not counted)
 	DroppedTornBytes   uint64        // bytes cut off the end of the file at Open
