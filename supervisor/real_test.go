@@ -247,6 +247,7 @@ func TestRealRestoreCrashAtEachStep(t *testing.T) {
 			crashing := env.start(cfg)
 			waitCrashed(t, crashing)
 			crashing.Stop()
+			crashing.workers.wait() // a dead daemon leaves no rename or write behind it
 			s3 := env.start(env.config())
 			sub, err := s3.Subscribe(context.Background(), SubscribeRequest{After: time.Unix(0, 0)})
 			if err != nil {

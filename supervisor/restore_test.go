@@ -61,6 +61,7 @@ func TestRestoreCrashAtEachStep(t *testing.T) {
 			must(t, s.Start(context.Background()))
 			waitCrashed(t, s)
 			must(t, s.Stop())
+			s.workers.wait()
 			h := newHarness(t, rt, dir)
 			h.expect("start-container a", "start-process a e1", "start-container b",
 				"exit a e1 1", "exit a init 137")

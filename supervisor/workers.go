@@ -13,6 +13,7 @@ type workerPool struct {
 	cond    *sync.Cond
 	queue   []job
 	stopped bool
+	running sync.WaitGroup // jobs taken from the queue and not finished
 }
 
 func newWorkerPool(n int) *workerPool {
@@ -31,6 +32,7 @@ func (p *workerPool) work() {
 			return
 		}
 		j()
+		p.running.Done()
 	}
 }
 
@@ -46,6 +48,7 @@ func (p *workerPool) next() (job, bool) {
 	j := p.queue[0]
 	p.queue[0] = nil
 	p.queue = p.queue[1:]
+	p.running.Add(1) // under mu: once stopped, no job starts, so wait is safe
 	return j, true
 }
 
@@ -65,3 +68,7 @@ func (p *workerPool) stop() {
 	p.mu.Unlock()
 	p.cond.Broadcast()
 }
+
+// wait returns once the jobs running at stop have finished. Tests use it to
+// stand for a dead daemon: a real crash leaves no job running behind it.
+func (p *workerPool) wait() { p.running.Wait() }
