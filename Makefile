@@ -95,7 +95,7 @@ vet:
 # end-to-end suite again against runc 1.0.0-rc2, its bundles written as
 # Docker 1.13 wrote them (the runtime matrix of docs/api.md).
 test: build lint
-	$(GO) test -race -count=1 -timeout 25m ./...
+	$(GO) test -race -count=1 -tags failpoints -timeout 25m ./...
 	RUNC=$(BIN)/runc-rc2 $(GO) test -race -count=1 -timeout 10m ./integration/e2e
 
 # Benchmarks side by side with bare runc (root; about 4 minutes here,

@@ -22,11 +22,7 @@ func (s *Supervisor) emit(ev journal.Event) journal.Event {
 		stored.Timestamp = s.clock.Now()
 	}
 	s.m.events.Inc(1)
-	s.appended++
-	if s.cfg.crashAfter > 0 && s.appended >= s.cfg.crashAfter && !s.crashed {
-		s.crashed = true
-		close(s.crashedCh)
-	}
+	s.crash.afterAppend()
 	s.afterCommit(func() { s.publish(stored) })
 	return stored
 }

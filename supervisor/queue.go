@@ -51,7 +51,7 @@ func (s *Supervisor) enqueue(id string, st step) {
 }
 
 func (s *Supervisor) runHead(q *workQueue) {
-	if s.crashed {
+	if s.crash.frozen() {
 		return
 	}
 	if len(q.steps) == 0 {

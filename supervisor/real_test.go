@@ -14,7 +14,6 @@ import (
 
 	"github.com/evjournal/containerd/integration/fixture"
 	"github.com/evjournal/containerd/specs"
-	"github.com/evjournal/containerd/supervisor/journal"
 )
 
 func TestMain(m *testing.M) {
@@ -234,53 +233,6 @@ func assertExits(t *testing.T, got []string, want ...string) {
 				t.Fatalf("exec exit %q after init exit %q", later, e)
 			}
 		}
-	}
-}
-
-func TestRealRestoreCrashAtEachStep(t *testing.T) {
-	for k := 1; k <= 3; k++ {
-		t.Run("", func(t *testing.T) {
-			env := newRealEnv(t)
-			daemonDeathScenario(t, env)
-			cfg := env.config()
-			cfg.crashAfter = k
-			crashing := env.start(cfg)
-			waitCrashed(t, crashing)
-			crashing.Stop()
-			crashing.workers.wait() // a dead daemon leaves no rename or write behind it
-			s3 := env.start(env.config())
-			sub, err := s3.Subscribe(context.Background(), SubscribeRequest{After: time.Unix(0, 0)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := nextEvents(t, env, sub, 7)
-			assertExits(t, got[4:], "exit a e1 137", "exit a init 137", "exit b init 137")
-			stored, err := s3.Subscribe(context.Background(), SubscribeRequest{After: time.Unix(0, 0), StoredOnly: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			exits := 0
-			var all []string
-			for {
-				ev, err := stored.Next(context.Background())
-				if err != nil {
-					break
-				}
-				all = append(all, fmt.Sprintf("%s inc=%s", env.short(describe(ev)), ev.Incarnation))
-				if ev.Type == journal.TypeExit {
-					exits++
-				}
-			}
-			if exits != 3 {
-				t.Fatalf("journal holds %d exits, want exactly 3: %q", exits, all)
-			}
-			if err := s3.Signal(context.Background(), env.id("c"), "init", syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			if ev := nextEvents(t, env, sub, 1)[0]; ev != "exit c init 137" {
-				t.Fatalf("got %q", ev)
-			}
-		})
 	}
 }
 

@@ -47,39 +47,6 @@ func TestRestoreReplaysDeadExitsOnceAndKeepsLiveOnes(t *testing.T) {
 	assertNoMore(t, h3)
 }
 
-// TestRestoreCrashAtEachStep crashes the restoring daemon after k events and
-// restarts it: every exit is in the journal exactly once in the end.
-func TestRestoreCrashAtEachStep(t *testing.T) {
-	for k := 1; k <= 2; k++ {
-		t.Run("", func(t *testing.T) {
-			dir := t.TempDir()
-			rt, _, _ := restoreScenario(t, dir)
-			crashing := newFakeMonitor()
-			s, err := New(Config{StateDir: dir, RuntimeImpl: rt, MonitorImpl: crashing, Clock: newFakeClock(),
-				ReconcileInterval: -1, crashAfter: k})
-			must(t, err)
-			must(t, s.Start(context.Background()))
-			waitCrashed(t, s)
-			must(t, s.Stop())
-			s.workers.wait()
-			h := newHarness(t, rt, dir)
-			h.expect("start-container a", "start-process a e1", "start-container b",
-				"exit a e1 1", "exit a init 137")
-			assertNoMore(t, h)
-		})
-	}
-}
-
-// waitCrashed waits until s froze itself after its crashAfter-th event.
-func waitCrashed(t *testing.T, s *Supervisor) {
-	t.Helper()
-	select {
-	case <-s.crashedCh:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the supervisor did not reach its crash point (%d events)", s.cfg.crashAfter)
-	}
-}
-
 // assertNoMore checks, through a stored-only replay of the whole journal,
 // that no exit is in it twice.
 func assertNoMore(t *testing.T, h *harness) {

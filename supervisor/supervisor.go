@@ -46,9 +46,6 @@ type Config struct {
 	RuntimeImpl Runtime
 	MonitorImpl Monitor
 	Clock       Clock
-	// crashAfter, in tests, freezes all work once that many events were
-	// journaled, as if the daemon died right then.
-	crashAfter int
 }
 
 func (c *Config) setDefaults() {
@@ -109,9 +106,7 @@ type Supervisor struct {
 	subs       map[*subscriber]struct{} // live subscribers
 	outbox     []func()                 // publications and replies waiting for the journal commit
 	stopping   bool
-	appended   int           // events journaled by this supervisor
-	crashed    bool          // test hook: see Config.crashAfter
-	crashedCh  chan struct{} // closed when crashed is set
+	crash      crashPoint // test-only failpoint, empty in the daemon (failpoint_off.go)
 }
 
 // task is a function run on the loop goroutine.
@@ -125,7 +120,6 @@ func New(cfg Config) (*Supervisor, error) {
 		tasks: make(chan task, 2048), stopCh: make(chan struct{}), loopDone: make(chan struct{}),
 		containers: map[string]*entry{}, procs: map[Process]*entry{},
 		queues: map[string]*workQueue{}, subs: map[*subscriber]struct{}{},
-		crashedCh: make(chan struct{}),
 	}
 	s.m = newMetrics(cfg.Metrics)
 	j, err := journal.Open(cfg.StateDir, journal.Options{

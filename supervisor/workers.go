@@ -13,7 +13,7 @@ type workerPool struct {
 	cond    *sync.Cond
 	queue   []job
 	stopped bool
-	running sync.WaitGroup // jobs taken from the queue and not finished
+	running sync.WaitGroup // jobs taken from the queue and not finished (see wait, failpoint.go)
 }
 
 func newWorkerPool(n int) *workerPool {
@@ -68,7 +68,3 @@ func (p *workerPool) stop() {
 	p.mu.Unlock()
 	p.cond.Broadcast()
 }
-
-// wait returns once the jobs running at stop have finished. Tests use it to
-// stand for a dead daemon: a real crash leaves no job running behind it.
-func (p *workerPool) wait() { p.running.Wait() }
