@@ -26,6 +26,9 @@ type fakeRuntime struct {
 	failStart  error
 	failDelete int             // Delete fails this many more times
 	failPids   map[string]bool // Pids of id fails (its cgroup is gone)
+	// createGate, when set, holds every Create until it is closed: a
+	// create hung in the runtime.
+	createGate chan struct{}
 	n          int
 	// runc state the fake's "runc list" shows, and what was deleted from it
 	runcOrphans []runtime.RuncContainer
@@ -83,6 +86,7 @@ type fakeProcess struct {
 	published bool
 	started   bool
 	killed    bool // signalled with SIGKILL by the supervisor
+	kills     int  // how many times
 	pid       int
 }
 
@@ -172,6 +176,12 @@ func (c *fakeContainer) newProc(id string) *fakeProcess {
 }
 
 func (c *fakeContainer) Create(ctx context.Context, o runtime.CreateOpts) (Process, error) {
+	c.rt.mu.Lock()
+	gate := c.rt.createGate
+	c.rt.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	return c.newProc("init"), nil
 }
 
@@ -324,6 +334,7 @@ func (p *fakeProcess) Signal(sig syscall.Signal) error {
 	defer p.mu.Unlock()
 	if sig == syscall.SIGKILL {
 		p.killed = true
+		p.kills++
 	}
 	return nil
 }
@@ -367,25 +378,47 @@ func (p *fakeProcess) die(status uint32) {
 	p.dead, p.status = true, status
 }
 
-// fakeMonitor hands exits and OOMs to the loop when the test says so.
+// fakeMonitor hands exits and OOMs to the loop when the test says so, and
+// records the OOM watches the supervisor starts and stops.
 type fakeMonitor struct {
 	exits  chan monitor.ExitSource
 	ooms   chan string
 	closed chan struct{}
 	once   sync.Once
+
+	mu         sync.Mutex
+	oomWatched []string // MonitorOOM calls, by container id
+	oomStopped []string // StopOOM calls
 }
 
 func newFakeMonitor() *fakeMonitor {
 	return &fakeMonitor{exits: make(chan monitor.ExitSource), ooms: make(chan string), closed: make(chan struct{})}
 }
 
-func (m *fakeMonitor) Monitor(monitor.ExitSource) error   { return nil }
-func (m *fakeMonitor) MonitorOOM(monitor.OOMSource) error { return nil }
-func (m *fakeMonitor) StopOOM(string)                     {}
-func (m *fakeMonitor) Exits() <-chan monitor.ExitSource   { return m.exits }
-func (m *fakeMonitor) OOMs() <-chan string                { return m.ooms }
-func (m *fakeMonitor) Count() int                         { return 0 }
-func (m *fakeMonitor) Close() error                       { m.once.Do(func() { close(m.closed) }); return nil }
+func (m *fakeMonitor) Monitor(monitor.ExitSource) error { return nil }
+func (m *fakeMonitor) MonitorOOM(src monitor.OOMSource) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.oomWatched = append(m.oomWatched, src.ID)
+	return nil
+}
+
+func (m *fakeMonitor) StopOOM(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.oomStopped = append(m.oomStopped, id)
+}
+
+// oomCalls returns copies of the MonitorOOM and StopOOM calls so far.
+func (m *fakeMonitor) oomCalls() (watched, stopped []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.oomWatched...), append([]string(nil), m.oomStopped...)
+}
+func (m *fakeMonitor) Exits() <-chan monitor.ExitSource { return m.exits }
+func (m *fakeMonitor) OOMs() <-chan string              { return m.ooms }
+func (m *fakeMonitor) Count() int                       { return 0 }
+func (m *fakeMonitor) Close() error                     { m.once.Do(func() { close(m.closed) }); return nil }
 
 // fakeClock fires timers only when the test advances it.
 type fakeClock struct {
