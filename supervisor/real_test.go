@@ -156,6 +156,17 @@ func daemonDeathScenario(t *testing.T, env *realEnv) {
 	for _, name := range []string{"a", "b", "c"} {
 		sc.Containers[env.id(name)] = fixture.NewBundle(t, fixture.Args("sleep", "forever")).Path
 	}
+	pids := runDaemonRoleOnce(t, sc)
+	for _, k := range []string{"a/e1", "a/init", "b/init"} {
+		kill(t, pids[env.id(k)])
+	}
+}
+
+// runDaemonRoleOnce runs sc in a daemon of its own process, then SIGKILLs
+// that daemon; it returns the host pids of the processes sc started (keys
+// "id/init", "id/exec").
+func runDaemonRoleOnce(t *testing.T, sc daemonScript) map[string]int {
+	t.Helper()
 	script, _ := json.Marshal(sc)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), daemonRoleEnv+"="+string(script))
@@ -174,9 +185,7 @@ func daemonDeathScenario(t *testing.T, env *realEnv) {
 	if err != nil {
 		t.Fatalf("daemon role: %v", err)
 	}
-	for _, k := range []string{"a/e1", "a/init", "b/init"} {
-		kill(t, pids[env.id(k)])
-	}
+	return pids
 }
 
 func TestRealRestoreExactlyOnce(t *testing.T) {
