@@ -78,6 +78,20 @@ func exited(pidfd int, limit time.Duration) bool {
 	}
 }
 
+// waitIdle waits until the per-id work queues are empty: the deletes after
+// the exits are done, so no runc the test caused outlives it. No event says
+// a step's result was applied on the loop, so this polls.
+func waitIdle(t *testing.T, s *Supervisor) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for loopValue(t, s, func(s *Supervisor) int { return len(s.queues) }) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("container work still queued 30s after the last exit")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // journalExitsOnce checks, on the whole journal, that every exit (container,
 // process, incarnation) is there once and none is a made-up 255; it returns
 // the exits in journal order.
@@ -156,6 +170,7 @@ func TestRealUnreadStdoutDoesNotHoldExit(t *testing.T) {
 		t.Fatalf("the id's new incarnation: %v", got)
 	}
 	journalExitsOnce(t, env, s)
+	waitIdle(t, s)
 }
 
 // TestRealExecOutlivingInit: in a container without a pid namespace an exec
@@ -188,6 +203,7 @@ func TestRealExecOutlivingInit(t *testing.T) {
 	if exits := journalExitsOnce(t, env, s); len(exits) != 3 {
 		t.Fatalf("journal exits %v, want 3", exits)
 	}
+	waitIdle(t, s)
 }
 
 // TestRealRestoreRetiredWithRunningExec: the daemon died after retiring a
@@ -248,6 +264,7 @@ func TestRealRestoreRetiredWithRunningExec(t *testing.T) {
 	if got := nextEvents(t, env, sub, 2); !equal(got, []string{"start-container r", "exit r init 137"}) {
 		t.Fatalf("after the reuse: %v", got)
 	}
+	waitIdle(t, s)
 }
 
 // hangingRuntime writes a runtime wrapper that runs runc, except that a
@@ -371,4 +388,5 @@ func TestRealExitsNotHeldByHungCreates(t *testing.T) {
 	}
 	assertExits(t, exits, want...)
 	journalExitsOnce(t, env, s)
+	waitIdle(t, s)
 }
