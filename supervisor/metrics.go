@@ -16,6 +16,8 @@ type supMetrics struct {
 	lagged           metrics.Counter
 	retries          metrics.Counter
 	journalErrors    metrics.Counter
+	degraded         metrics.Gauge // 1 while the journal cannot write
+	held             metrics.Gauge // events waiting for the journal
 	taskLatency      metrics.Timer
 	journalAppend    metrics.Timer
 	journalSync      metrics.Timer
@@ -38,6 +40,8 @@ func newMetrics(r metrics.Registry) *supMetrics {
 		lagged:           metrics.GetOrRegisterCounter("lagged-subscribers", r),
 		retries:          metrics.GetOrRegisterCounter("work-retries", r),
 		journalErrors:    metrics.GetOrRegisterCounter("journal-errors", r),
+		degraded:         metrics.GetOrRegisterGauge("journal-degraded", r),
+		held:             metrics.GetOrRegisterGauge("journal-held-events", r),
 		taskLatency:      registerTimer("task-latency", r),
 		journalAppend:    registerTimer("journal-append-time", r),
 		journalSync:      registerTimer("journal-sync-time", r),

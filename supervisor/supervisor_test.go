@@ -25,9 +25,19 @@ type harness struct {
 
 func newHarness(t *testing.T, rt *fakeRuntime, dir string) *harness {
 	t.Helper()
+	return newHarnessWith(t, rt, dir, nil)
+}
+
+// newHarnessWith is newHarness with the config changed by edit first.
+func newHarnessWith(t *testing.T, rt *fakeRuntime, dir string, edit func(*Config)) *harness {
+	t.Helper()
 	h := &harness{t: t, rt: rt, mon: newFakeMonitor(), clock: newFakeClock(), dir: dir}
-	s, err := New(Config{StateDir: dir, RuntimeImpl: rt, MonitorImpl: h.mon, Clock: h.clock,
-		ReconcileInterval: time.Minute, SubscriberBuffer: 64})
+	cfg := Config{StateDir: dir, RuntimeImpl: rt, MonitorImpl: h.mon, Clock: h.clock,
+		ReconcileInterval: time.Minute, SubscriberBuffer: 64}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
