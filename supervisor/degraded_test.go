@@ -204,7 +204,15 @@ func testJournalFull(t *testing.T, policy journal.SyncPolicy) {
 	live = append(live, h.expect("start-container z")...)
 
 	// What was seen live is exactly what the journal holds.
-	stored := storedEvents(t, h.s)
+	assertStoredEqual(t, storedEvents(t, h.s), live)
+	rt.waitFor(t, "a deleted after its journaled exit", a.isDeleted)
+	if !e1.ExitPublished() || !a.proc("init").ExitPublished() {
+		t.Fatal("journaled exits not marked as published")
+	}
+}
+
+func assertStoredEqual(t *testing.T, stored, live []journal.Event) {
+	t.Helper()
 	if len(stored) != len(live) {
 		t.Fatalf("journal holds %d events, %d were published live", len(stored), len(live))
 	}
@@ -212,9 +220,5 @@ func testJournalFull(t *testing.T, policy journal.SyncPolicy) {
 		if live[i].Seq == 0 || live[i] != stored[i] {
 			t.Fatalf("event %d: published %+v, journaled %+v", i, live[i], stored[i])
 		}
-	}
-	rt.waitFor(t, "a deleted after its journaled exit", a.isDeleted)
-	if !e1.ExitPublished() || !a.proc("init").ExitPublished() {
-		t.Fatal("journaled exits not marked as published")
 	}
 }

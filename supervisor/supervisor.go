@@ -140,7 +140,7 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.JournalDir != cfg.StateDir {
 		opts.Legacy = filepath.Join(cfg.StateDir, "events.log")
 	}
-	j, err := journal.Open(cfg.JournalDir, opts)
+	j, err := journal.Open(cfg.JournalDir, adjustJournalOptions(opts))
 	if err != nil {
 		return nil, fmt.Errorf("open event journal: %w", err)
 	}
