@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evjournal/containerd/api/errdefs"
 	"github.com/evjournal/containerd/supervisor/journal"
 )
 
@@ -47,4 +48,40 @@ func TestSubscribeInTheSameBatchAsAnEvent(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestCursorFromAnotherJournalRefused: a seq cursor is honoured only by the
+// journal that numbered it. One from a replaced journal (its id differs), or
+// beyond this journal's end (a client of a lost journal that sends no id),
+// is refused with FailedPrecondition instead of skipping events.
+func TestCursorFromAnotherJournalRefused(t *testing.T) {
+	old := newHarness(t, newFakeRuntime(), t.TempDir())
+	old.create("a")
+	old.create("b")
+	last := old.expect("start-container a", "start-container b")[1]
+	oldID := old.s.JournalID()
+
+	// The daemon's journal was lost: a new one, numbered from 1 again.
+	h := newHarness(t, newFakeRuntime(), t.TempDir())
+	h.create("c")
+	h.expect("start-container c")
+	if h.s.JournalID() == oldID {
+		t.Fatal("two journals with one id")
+	}
+	for _, req := range []SubscribeRequest{
+		{AfterSeq: 1, JournalID: oldID},          // within the new journal's range, but not its seq
+		{AfterSeq: last.Seq},                     // no id, beyond the new journal's end
+		{AfterSeq: last.Seq, JournalID: oldID},   // both
+		{AfterSeq: 1, JournalID: oldID, ID: "c"}, // filtered the same
+	} {
+		_, err := h.s.Subscribe(context.Background(), req)
+		if !errdefs.IsFailedPrecondition(err) {
+			t.Errorf("%+v: error %v, want FailedPrecondition", req, err)
+		}
+	}
+	sub, err := h.s.Subscribe(context.Background(), SubscribeRequest{AfterSeq: 1, JournalID: h.s.JournalID()})
+	if err != nil {
+		t.Fatalf("cursor of this journal: %v", err)
+	}
+	sub.Close()
 }
