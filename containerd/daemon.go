@@ -30,17 +30,27 @@ const (
 // health (NOT_SERVING), restore through the supervisor, SERVING, serve until
 // SIGINT/SIGTERM, then a hard stop that leaves containers running.
 func run(cfg config, log *logrus.Entry) error {
-	log.WithFields(logrus.Fields{"version": api.Version(), "state-dir": cfg.stateDir, "listen": cfg.listen.String()}).
+	log.WithFields(logrus.Fields{"version": api.Version(), "state-dir": cfg.stateDir, "journal-dir": cfg.journalDir, "listen": cfg.listen.String()}).
 		Info("containerd starting")
 	warnConfig(cfg, log)
 	if err := prepareStateDir(cfg.stateDir, log); err != nil {
 		return err
 	}
-	lock, err := lockStateDir(cfg.stateDir)
+	lock, err := lockDir(cfg.stateDir, "state dir")
 	if err != nil {
 		return err
 	}
 	defer lock.Close()
+	if cfg.journalDir != cfg.stateDir {
+		if err := prepareJournalDir(cfg.journalDir, log); err != nil {
+			return err
+		}
+		jlock, err := lockDir(cfg.journalDir, "journal dir")
+		if err != nil {
+			return err
+		}
+		defer jlock.Close()
+	}
 	raiseNofile(log)
 	stop := handleSignals(log)
 
@@ -89,6 +99,7 @@ func supervisorConfig(cfg config, registry metrics.Registry, log *logrus.Entry) 
 	}
 	return supervisor.Config{
 		StateDir:          cfg.stateDir,
+		JournalDir:        cfg.journalDir,
 		Runtime:           cfg.runtime,
 		RuntimeArgs:       cfg.runtimeArgs,
 		Shim:              cfg.shim,
