@@ -52,9 +52,15 @@ func (s *Supervisor) restore(ctx context.Context) error {
 		}
 		s.adopt(l.c, facts)
 	}
+	present := map[string]bool{}
+	for _, id := range ids {
+		present[id] = true
+	}
 	for _, c := range retired {
 		s.adoptRetired(c, facts.exits)
+		present[c.ID()] = true
 	}
+	s.exitLostContainers(present)
 	s.log.WithFields(map[string]interface{}{
 		"containers": len(ids), "adopted": len(s.containers), "exits_to_replay": s.pendingExits(),
 		"retired": len(retired), "set_aside": aside, "journal_events": s.journal.Len(),
