@@ -15,12 +15,14 @@ func rebootScenario(t *testing.T, dir string) []string {
 	a := h.create("a")
 	h.exec(a, "e1")
 	h.kill(h.exec(a, "e2"), 0)
+	h.expect("start-container a", "start-process a e1", "start-process a e2", "exit a e2 0")
 	c := h.create("c")
 	h.kill(c.proc("init"), 3)
+	h.expect("start-container c", "exit c init 3")
 	h.create("b")
+	h.expect("start-container b")
 	before := []string{"start-container a", "start-process a e1", "start-process a e2", "exit a e2 0",
 		"start-container c", "exit c init 3", "start-container b"}
-	h.expect(before...)
 	must(t, h.s.Stop())
 	simulateReboot(t, dir)
 	return before
