@@ -87,13 +87,25 @@ func waitGauge(t *testing.T, s *Supervisor, name string, want int64) {
 // checkJournalError asserts a refusal that names the journal and ENOSPC.
 func checkJournalError(t *testing.T, err error, dir string) {
 	t.Helper()
+	if !journalErrorCheck(t, err, dir) {
+		t.FailNow()
+	}
+}
+
+// journalErrorCheck is checkJournalError for any goroutine: it reports a
+// wrong error with t.Errorf and returns false.
+func journalErrorCheck(t *testing.T, err error, dir string) bool {
+	t.Helper()
 	if err == nil {
-		t.Fatal("request accepted while the journal is full")
+		t.Error("request accepted while the journal is full")
+		return false
 	}
 	if !errors.Is(err, syscall.ENOSPC) || !errdefs.IsUnavailable(err) ||
 		!strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "ENOSPC") {
-		t.Fatalf("error %q: want an unavailable error naming %s and ENOSPC", err, dir)
+		t.Errorf("error %q: want an unavailable error naming %s and ENOSPC", err, dir)
+		return false
 	}
+	return true
 }
 
 // storedEvents replays the whole journal.
