@@ -29,6 +29,7 @@ var promDescs = map[string]promDesc{
 	"events":                {"containerd_events_total", "Events journaled and published."},
 	"lagged-subscribers":    {"containerd_lagged_subscribers_total", "Subscribers cut off because they fell too far behind."},
 	"work-retries":          {"containerd_work_retries_total", "Retries of per-container work (exit handling) after a failure."},
+	"requests-refused-busy": {"containerd_requests_refused_busy_total", "Requests refused with ResourceExhausted because the daemon's work or read queue was full."},
 	"journal-errors":        {"containerd_journal_errors_total", "Journal appends, commits and retries of held events that failed."},
 	"journal-degraded":      {"containerd_journal_degraded", "1 while the journal cannot write (disk full, EIO...): events are held, requests that create events refused."},
 	"journal-held-events":   {"containerd_journal_held_events", "Events waiting in memory for the journal to write again."},

@@ -15,6 +15,7 @@ type supMetrics struct {
 	events           metrics.Counter
 	lagged           metrics.Counter
 	retries          metrics.Counter
+	refused          metrics.Counter // requests refused with ResourceExhausted (queue bounds)
 	journalErrors    metrics.Counter
 	degraded         metrics.Gauge // 1 while the journal cannot write
 	held             metrics.Gauge // events waiting for the journal
@@ -39,6 +40,7 @@ func newMetrics(r metrics.Registry) *supMetrics {
 		events:           metrics.GetOrRegisterCounter("events", r),
 		lagged:           metrics.GetOrRegisterCounter("lagged-subscribers", r),
 		retries:          metrics.GetOrRegisterCounter("work-retries", r),
+		refused:          metrics.GetOrRegisterCounter("requests-refused-busy", r),
 		journalErrors:    metrics.GetOrRegisterCounter("journal-errors", r),
 		degraded:         metrics.GetOrRegisterGauge("journal-degraded", r),
 		held:             metrics.GetOrRegisterGauge("journal-held-events", r),

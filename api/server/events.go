@@ -109,11 +109,11 @@ func replayAfter(ts *timestamppb.Timestamp) (time.Time, error) {
 	return t, nil
 }
 
-// eventToProto fills the v0.2 fields and the seq and journal id extensions.
-// Fields that do not apply to the event type are zero in the journal and
-// stay so here.
+// eventToProto fills the v0.2 fields and the seq, journal id and exitedAt
+// extensions. Fields that do not apply to the event type are zero in the
+// journal and stay so here.
 func eventToProto(ev journal.Event, journalID string) *types.Event {
-	return &types.Event{
+	p := &types.Event{
 		Type:      ev.Type,
 		Id:        ev.ID,
 		Status:    ev.Status,
@@ -122,4 +122,8 @@ func eventToProto(ev journal.Event, journalID string) *types.Event {
 		Seq:       ev.Seq,
 		JournalId: journalID,
 	}
+	if !ev.ExitedAt.IsZero() {
+		p.ExitedAt = timestamppb.New(ev.ExitedAt)
+	}
+	return p
 }
