@@ -25,12 +25,12 @@ type oomWatch struct {
 	dirWD  int32  // v2: inotify wd on the parent dir, -1 if it could not be armed
 	name   string // v2: base name of dir, as IN_DELETE on the parent names it
 
-	mu     sync.Mutex
-	closed bool
-	efd    int      // v1: the eventfd registered in cgroup.event_control
-	ctl    *os.File // v1: memory.oom_control, kept open: after rmdir reads fail with ENODEV
-	events string   // v2: path of memory.events, opened per read so the watch pins nothing
-	count  counter
+	mu      sync.Mutex
+	closed  bool
+	efd     int    // v1: the eventfd registered in cgroup.event_control
+	events  string // the counter file (v1 memory.oom_control, v2 memory.events), opened per read
+	count   counter
+	badRead bool // the last read failed (or was empty) while the cgroup was still there
 }
 
 // outcome is what one re-read of a watch's counter found.
@@ -128,14 +128,13 @@ func (w *oomWatch) close() {
 		unix.Close(w.efd)
 		w.efd = -1
 	}
-	if w.ctl != nil {
-		w.ctl.Close()
-	}
 }
 
-// check re-reads the oom_kill counter. A read error means the cgroup is gone
-// (kernfs answers ENODEV once it is removed); so does a missing directory,
-// which is how a removal shows on a fake cgroupfs whose file stays readable.
+// check re-reads the oom_kill counter. The watch is dropped only when its
+// cgroup is really gone (kernfs answers ENODEV, or the directory no longer
+// exists): a read that fails or comes back empty while the cgroup is there
+// (a file being rewritten, a passing error) changes nothing, and the next
+// wakeup or re-check reads again. One bad read must not end OOM reporting.
 func (w *oomWatch) check() outcome {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -143,40 +142,50 @@ func (w *oomWatch) check() outcome {
 		return gone
 	}
 	data, err := w.read()
-	if err != nil {
-		w.logGone(err)
-		return gone
+	if err == nil && len(data) == 0 {
+		err = errEmptyRead
 	}
+	if err != nil {
+		if w.cgroupGone(err) {
+			w.log.WithError(err).Debug("monitor: cgroup removed")
+			return gone
+		}
+		w.logBadRead(err)
+		return unchanged
+	}
+	w.badRead = false
 	if n, ok := parseCounter(data, oomKillKey); ok && w.count.update(n) {
 		return killed
-	}
-	if _, err := os.Stat(w.dir); errors.Is(err, fs.ErrNotExist) {
-		return gone
 	}
 	return unchanged
 }
 
+// errEmptyRead is a read of the counter file that returned nothing.
+var errEmptyRead = errors.New("empty read")
+
 // read returns the current content of the counter file. Call with w.mu held.
 func (w *oomWatch) read() ([]byte, error) {
-	if w.v2 {
-		return os.ReadFile(w.events)
-	}
-	buf := make([]byte, 512)
-	n, err := w.ctl.ReadAt(buf, 0) // pread at 0 makes kernfs regenerate the text
-	if n > 0 {
-		err = nil // io.EOF after a short read is the normal end
-	}
-	return buf[:n], err
+	return os.ReadFile(w.events)
 }
 
-// logGone explains a failed read: the usual removal quietly, anything else as
-// a warning, since the watch is dropped either way.
-func (w *oomWatch) logGone(err error) {
-	if errors.Is(err, unix.ENODEV) || errors.Is(err, fs.ErrNotExist) {
-		w.log.Debug("monitor: cgroup removed")
-		return
+// cgroupGone says whether a failed read means the cgroup was removed:
+// ENODEV (kernfs, read through an fd opened before the rmdir) or the
+// cgroup's directory missing.
+func (w *oomWatch) cgroupGone(err error) bool {
+	if errors.Is(err, unix.ENODEV) {
+		return true
 	}
-	w.log.WithError(err).Warn("monitor: cannot read the OOM counter; dropping the watch")
+	_, serr := os.Stat(w.dir)
+	return errors.Is(serr, fs.ErrNotExist)
+}
+
+// logBadRead warns of the first of a run of failed reads of a cgroup that is
+// still there; the watch stays.
+func (w *oomWatch) logBadRead(err error) {
+	if !w.badRead {
+		w.log.WithError(err).Warn("monitor: cannot read the OOM counter of a cgroup that is still there; keeping the watch and reading again at the next event")
+	}
+	w.badRead = true
 }
 
 // baseline reads the counter at registration: only kills after it are

@@ -12,8 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fakeCgroup is a cgroup dir in a temp dir: the counter file is rewritten in
-// place (same inode, as the kernel's file), which inotify sees as IN_MODIFY.
+// fakeCgroup is a cgroup dir in a temp dir. A v2 counter file is rewritten
+// in place (same inode, as the kernel's file), which inotify sees as
+// IN_MODIFY. A v1 memory.oom_control is replaced atomically (temp file, then
+// rename), so a read sees the old or the new text, never a half-written or
+// empty file, as with the kernel's file (v1 watches read it by path).
 type fakeCgroup struct {
 	dir  string
 	file string // memory.events (v2) or memory.oom_control (v1)
@@ -53,7 +56,23 @@ func (c *fakeCgroup) set(t *testing.T, n int) {
 	if c.v1 {
 		text = fmt.Sprintf("oom_kill_disable 0\nunder_oom 0\noom_kill %d\n", n)
 	}
-	if err := os.WriteFile(c.file, []byte(text), 0o644); err != nil {
+	c.write(t, text)
+}
+
+// write gives the counter file the content text: v1 atomically, v2 in place.
+func (c *fakeCgroup) write(t *testing.T, text string) {
+	t.Helper()
+	if !c.v1 {
+		if err := os.WriteFile(c.file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	tmp := c.file + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, c.file); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -185,6 +204,70 @@ func TestV1KillCountedAfterNotification(t *testing.T) {
 	a.notify(t)
 	a.set(t, 1) // no second notification: only the re-check can see it
 	expect(t, m, "oom:a")
+}
+
+// A read of the counter that fails or comes back empty while the cgroup is
+// still there does not end the watch: the next kill is still reported. Only
+// the cgroup's removal drops it.
+func TestBadReadKeepsWatch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		v1    bool
+		spoil func(t *testing.T, c *fakeCgroup)
+	}{
+		{"v1 empty", true, func(t *testing.T, c *fakeCgroup) { c.write(t, "") }},
+		{"v1 unreadable", true, func(t *testing.T, c *fakeCgroup) {
+			// A directory in its place: the read fails with EISDIR.
+			if err := os.Remove(c.file); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(c.file, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"v1 garbage", true, func(t *testing.T, c *fakeCgroup) { c.write(t, "oom_kill \x00\n") }},
+		{"v2 empty", false, func(t *testing.T, c *fakeCgroup) { c.write(t, "") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := t.TempDir()
+			newFake := newFakeV2
+			if tc.v1 {
+				newFake = newFakeV1
+			}
+			a := newFake(t, parent, "a")
+			bar := &barrier{c: newFake(t, parent, "b"), id: "b"}
+			m := newMonitor(t)
+			for id, c := range map[string]*fakeCgroup{"a": a, "b": bar.c} {
+				if err := m.MonitorOOM(c.source(id)); err != nil {
+					t.Fatalf("MonitorOOM(%s): %v", id, err)
+				}
+			}
+			tc.spoil(t, a)
+			if a.v1 {
+				a.notify(t)
+			}
+			bar.pass(t, m) // a's bad read was handled before this report
+			if got := m.Count(); got != 2 {
+				t.Fatalf("after one bad read: %d watches, want 2 (the watch of a live cgroup was dropped)", got)
+			}
+			if tc.v1 {
+				os.Remove(a.file) // the spoilt file or directory
+			}
+			a.set(t, 1)
+			if a.v1 {
+				a.notify(t)
+			}
+			expect(t, m, "oom:a")
+
+			if err := os.RemoveAll(a.dir); err != nil {
+				t.Fatal(err)
+			}
+			if a.v1 {
+				a.notify(t)
+			}
+			waitFor(t, "the removed cgroup's watch to be dropped", func() bool { return m.Count() == 1 })
+		})
+	}
 }
 
 // OOM and exit ready in the same wakeup: the OOM is delivered first.

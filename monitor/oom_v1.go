@@ -39,13 +39,16 @@ func (m *Monitor) watchV1(s OOMSource) error {
 
 // armV1 opens memory.oom_control, reads the baseline, then registers the
 // eventfd. Baseline first: a kill between the two is then seen at the next
-// wakeup instead of being folded into the baseline.
+// wakeup instead of being folded into the baseline. The file is held only
+// for the registration (the kernel keeps none of it); the counter is read
+// by path, like v2's, so the watch pins nothing.
 func (m *Monitor) armV1(w *oomWatch) error {
-	ctl, err := os.Open(filepath.Join(w.dir, "memory.oom_control"))
+	w.events = filepath.Join(w.dir, "memory.oom_control")
+	ctl, err := os.Open(w.events)
 	if err != nil {
 		return fmt.Errorf("monitor: OOM watch %q: %w", w.id, err)
 	}
-	w.ctl = ctl
+	defer ctl.Close()
 	if err := w.baseline(); err != nil {
 		return err
 	}
