@@ -10,19 +10,18 @@ type failpoints struct {
 	// crashAt, when it returns true for a step, is the crash (set through
 	// Options by the tests).
 	crashAt func(compactStep) bool
-	halted  error // errSimulatedCrash once crashAt fired
+	halt    error // errSimulatedCrash once crashAt fired
 }
 
-// crash reports whether a test wants the process "dead" at step; from then
+// crash reports whether the test wants the process "dead" at step; from then
 // on every write fails, as nothing more would happen.
-func (j *Journal) crash(step compactStep) bool {
-	fp := &j.opts.failpoints
-	if fp.crashAt == nil || !fp.crashAt(step) {
+func (f *failpoints) crash(step compactStep) bool {
+	if f.crashAt == nil || !f.crashAt(step) {
 		return false
 	}
-	fp.halted = errSimulatedCrash
+	f.halt = errSimulatedCrash
 	return true
 }
 
 // halted is errSimulatedCrash after a simulated crash, else nil.
-func (j *Journal) halted() error { return j.opts.failpoints.halted }
+func (f *failpoints) halted() error { return f.halt }

@@ -8,6 +8,6 @@ package journal
 // nothing.
 type failpoints struct{}
 
-func (*Journal) crash(compactStep) bool { return false }
+func (*failpoints) crash(compactStep) bool { return false }
 
-func (*Journal) halted() error { return nil }
+func (*failpoints) halted() error { return nil }

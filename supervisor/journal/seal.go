@@ -34,6 +34,12 @@ const (
 // operation that gets it leaves the disk as a dead process would.
 var errSimulatedCrash = errors.New("simulated crash")
 
+// crash reports whether a test stops the journal at step (failpoints).
+func (j *Journal) crash(step compactStep) bool { return j.opts.failpoints.crash(step) }
+
+// halted is the error every write fails with after a simulated crash.
+func (j *Journal) halted() error { return j.opts.failpoints.halted() }
+
 // tempPrefix names the journal's temp files (rewrites, indexes), hidden, so
 // that removeStaleTemps finds exactly the leftovers of a crash.
 const tempPrefix = ".seg-tmp-"
