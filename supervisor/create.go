@@ -49,6 +49,10 @@ func (s *Supervisor) startCreate(ctx context.Context, r CreateRequest, done func
 		done(ContainerInfo{}, errmark.Mark(err, errdefs.ErrAlreadyExists))
 		return
 	}
+	if err := s.admit("create"); err != nil {
+		done(ContainerInfo{}, err)
+		return
+	}
 	e := newEntry(r.ID)
 	s.containers[r.ID] = e
 	var c Container

@@ -36,6 +36,10 @@ func (s *Supervisor) startExec(ctx context.Context, r ExecRequest, done func(int
 		done(0, errmark.Mark(err, errdefs.ErrAlreadyExists))
 		return
 	}
+	if err := s.admit("exec"); err != nil {
+		done(0, err)
+		return
+	}
 	e.reserved[r.Pid] = true
 	var p Process
 	start := time.Now()

@@ -317,6 +317,9 @@ func (p *fakeProcess) ExitStatus() (uint32, string) {
 	defer p.mu.Unlock()
 	return p.status, ""
 }
+
+// ExitTime: the fake has no shim to stamp a reap time.
+func (p *fakeProcess) ExitTime() time.Time { return time.Time{} }
 func (p *fakeProcess) Signal(sig syscall.Signal) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

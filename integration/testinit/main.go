@@ -21,6 +21,7 @@
 //	mkdir DIR         try to make DIR; print "mkdir DIR: ok" or "mkdir DIR: <error>" and go on
 //	                  (the seccomp test denies the syscall and reads which it was)
 //	capeff            print "capeff HEX", the effective capability set from /proc/self/status
+//	flood             write to stdout without end (blocks once nobody reads), until killed
 //
 // With no arguments it sleeps until killed.
 package main
@@ -113,11 +114,24 @@ func run(step []string) error {
 		return tryMkdir(first(args))
 	case "capeff":
 		return capEff()
+	case "flood":
+		return flood()
 	case "child-sleep":
 		// used by fork: the children just wait to be killed
 		sleepForever()
 	}
 	return fmt.Errorf("unknown step %q", step[0])
+}
+
+// flood writes to stdout until a write fails: with a client that does not
+// read, it blocks once the pipes are full, as a chatty service would.
+func flood() error {
+	line := []byte(strings.Repeat("x", 1023) + "\n")
+	for {
+		if _, err := os.Stdout.Write(line); err != nil {
+			return err
+		}
+	}
 }
 
 func first(args []string) string {
