@@ -86,6 +86,19 @@ func (r *reaper) watchLocked(pid int) chan unix.WaitStatus {
 	return ch
 }
 
+// signal sends sig to pid, a child claimed or started through the reaper,
+// only while it is not reaped yet: the loop reaps only with mu held, so
+// until then pid still names that child (a zombie at worst), and once it is
+// reaped the pid may name any process. It reports whether sig was sent.
+func (r *reaper) signal(pid int, sig unix.Signal) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, waited := r.waiters[pid]; !waited {
+		return false
+	}
+	return unix.Kill(pid, sig) == nil
+}
+
 // reapAll ends the selective phase: from now on every child is reaped,
 // including any that exited during it.
 func (r *reaper) reapAll() {

@@ -174,7 +174,7 @@ func (s *shim) adopt() (int, <-chan unix.WaitStatus, error) {
 // so a failed start leaves nothing running; it returns err.
 func (s *shim) undo(pid int, err error) error {
 	if pid > 0 {
-		unix.Kill(pid, unix.SIGKILL)
+		s.reaper.signal(pid, unix.SIGKILL) // not once reaped: the pid may be reused
 	}
 	if !s.cfg.Exec {
 		del := globalArgs(s.cfg, s.dir)
