@@ -14,7 +14,7 @@ import (
 	metrics "github.com/rcrowley/go-metrics"
 	"golang.org/x/sys/unix"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/integration/fixture"
 	"github.com/evjournal/containerd/supervisor/journal"
 )

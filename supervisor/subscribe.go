@@ -7,7 +7,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/supervisor/journal"
 )
 
@@ -55,11 +56,11 @@ func (s *Supervisor) checkCursor(r SubscribeRequest) error {
 		return nil
 	}
 	if r.JournalID != "" && r.JournalID != s.journal.ID() {
-		return errdefs.Mark(fmt.Errorf("containerd: seq %d is from journal %s, but this daemon's journal is %s (the old one was lost): resume from the start of this one",
+		return errmark.Mark(fmt.Errorf("containerd: seq %d is from journal %s, but this daemon's journal is %s (the old one was lost): resume from the start of this one",
 			r.AfterSeq, r.JournalID, s.journal.ID()), errdefs.ErrFailedPrecondition)
 	}
 	if last, _ := s.journal.Last(); r.AfterSeq > last {
-		return errdefs.Mark(fmt.Errorf("containerd: seq %d is beyond the end of journal %s (last seq %d): it comes from another journal; resume from the start of this one",
+		return errmark.Mark(fmt.Errorf("containerd: seq %d is beyond the end of journal %s (last seq %d): it comes from another journal; resume from the start of this one",
 			r.AfterSeq, s.journal.ID(), last), errdefs.ErrFailedPrecondition)
 	}
 	return s.checkRetained(r.AfterSeq)
@@ -83,7 +84,7 @@ func (s *Supervisor) checkRetained(afterSeq uint64) error {
 	if !ok || afterSeq >= oldest.Seq-1 {
 		return nil
 	}
-	return errdefs.Mark(fmt.Errorf("containerd: events after seq %d are no longer retained: the oldest retained is seq %d (raise --retain-count)",
+	return errmark.Mark(fmt.Errorf("containerd: events after seq %d are no longer retained: the oldest retained is seq %d (raise --retain-count)",
 		afterSeq, oldest.Seq), errdefs.ErrFailedPrecondition)
 }
 
@@ -166,7 +167,7 @@ func (sub *Subscription) closeLive() {
 func replayError(err error) error {
 	err = fmt.Errorf("containerd: replaying the journal: %w", err)
 	if errors.Is(err, journal.ErrNotRetained) {
-		return errdefs.Mark(err, errdefs.ErrFailedPrecondition)
+		return errmark.Mark(err, errdefs.ErrFailedPrecondition)
 	}
 	return err
 }

@@ -2,56 +2,26 @@
 
 package journal
 
-import (
-	"fmt"
-	"os"
-)
-
-// WithSyncFault returns opts with a file layer whose fsyncs (of journal
-// files and of the directory) fail with the error fail returns, or are real
-// when it returns nil. It exists only in builds with -tags failpoints, for
-// the supervisor's tests of a failing fsync; the daemon has no such hook.
-func WithSyncFault(opts Options, fail func() error) Options {
-	opts.fs = syncFaultFS{fail: fail}
-	return opts
+// failpoints, in tests built with -tags failpoints, stop a file operation of
+// the journal at a named step as if the process died there: no cleanup, no
+// rollback, and every later write fails. The daemon is built without the tag
+// and gets the empty one of failpoint_off.go.
+type failpoints struct {
+	// crashAt, when it returns true for a step, is the crash (set through
+	// Options by the tests).
+	crashAt func(compactStep) bool
+	halt    error // errSimulatedCrash once crashAt fired
 }
 
-type syncFaultFS struct {
-	osFS
-	fail func() error
-}
-
-func (fs syncFaultFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
-	f, err := fs.osFS.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
+// crash reports whether the test wants the process "dead" at step; from then
+// on every write fails, as nothing more would happen.
+func (f *failpoints) crash(step compactStep) bool {
+	if f.crashAt == nil || !f.crashAt(step) {
+		return false
 	}
-	return syncFaultFile{file: f, fail: fs.fail}, nil
+	f.halt = errSimulatedCrash
+	return true
 }
 
-func (fs syncFaultFS) CreateTemp(dir, pattern string) (file, error) {
-	f, err := fs.osFS.CreateTemp(dir, pattern)
-	if err != nil {
-		return nil, err
-	}
-	return syncFaultFile{file: f, fail: fs.fail}, nil
-}
-
-func (fs syncFaultFS) SyncDir(dir string) error {
-	if err := fs.fail(); err != nil {
-		return fmt.Errorf("sync journal directory %s: %w", dir, &os.PathError{Op: "sync", Path: dir, Err: err})
-	}
-	return fs.osFS.SyncDir(dir)
-}
-
-type syncFaultFile struct {
-	file
-	fail func() error
-}
-
-func (f syncFaultFile) Sync() error {
-	if err := f.fail(); err != nil {
-		return &os.PathError{Op: "sync", Path: f.Name(), Err: err}
-	}
-	return f.file.Sync()
-}
+// halted is errSimulatedCrash after a simulated crash, else nil.
+func (f *failpoints) halted() error { return f.halt }
