@@ -9,8 +9,9 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/bundle"
+	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/specs"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -71,7 +72,7 @@ func (c *Container) Exec(ctx context.Context, pid string, spec specs.ProcessSpec
 	}
 	if pid == initID {
 		path := filepath.Join(c.Dir(), initID)
-		return nil, errdefs.Mark(&fs.PathError{Op: "mkdir", Path: path, Err: syscall.EEXIST}, errdefs.ErrAlreadyExists)
+		return nil, errmark.Mark(&fs.PathError{Op: "mkdir", Path: path, Err: syscall.EEXIST}, errdefs.ErrAlreadyExists)
 	}
 	rec := c.newRecord(spec, stdio)
 	rec.Exec = true
@@ -141,7 +142,7 @@ func (c *Container) mkProcessDir(id string) (string, error) {
 	dir := filepath.Join(c.dirLocked(), id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return "", errdefs.Mark(err, errdefs.ErrAlreadyExists) // "mkdir <Root>/<ID>/<pid>: file exists"
+			return "", errmark.Mark(err, errdefs.ErrAlreadyExists) // "mkdir <Root>/<ID>/<pid>: file exists"
 		}
 		return "", fmt.Errorf("container %q: %w", c.rec.ID, err)
 	}

@@ -60,13 +60,6 @@ func (r *reaper) loop() {
 	}
 }
 
-// close stops the loop (for tests; the shim's reaper lives as long as it).
-func (r *reaper) close() {
-	signal.Stop(r.sigs)
-	close(r.stop)
-	<-r.done
-}
-
 // start runs the program at path with argv and attr, and returns its pid
 // and the channel that will get its wait status.
 func (r *reaper) start(path string, argv []string, attr *syscall.ProcAttr) (int, <-chan unix.WaitStatus, error) {

@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/api"
-	"github.com/evjournal/containerd/api/errdefs"
 	"github.com/evjournal/containerd/api/types"
 	"github.com/evjournal/containerd/supervisor"
 	"github.com/evjournal/containerd/supervisor/journal"

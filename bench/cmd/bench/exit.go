@@ -149,7 +149,7 @@ func (x *exiter) report(plain, unread, loaded exitSeries, floor []float64, polls
 	ratio := loaded.p(99) / plain.p(99)
 	rep.Add(harness.Figure{Name: "exit_event_p99_under_state_load_ms", Value: loaded.p(99), Unit: "ms",
 		Floor: fmt.Sprintf("the same run without pollers: p99 %.3f ms (%.2f×)", plain.p(99), ratio),
-		Note: fmt.Sprintf("plain exits while 100 clients call State in a loop (%d State replies during the series); p50 %.3f ms vs %.3f ms without", polls, loaded.p(50), plain.p(50))})
+		Note:  fmt.Sprintf("plain exits while 100 clients call State in a loop (%d State replies during the series); p50 %.3f ms vs %.3f ms without", polls, loaded.p(50), plain.p(50))})
 	rep.Line("exit_event_floor_p50_ms", f50, "ms")
 	rep.Line("exit_event_floor_p99_ms", f99, "ms")
 }
