@@ -62,10 +62,10 @@ func errnoText(err error) string {
 	return err.Error()
 }
 
-func (e *JournalError) Unwrap() error { return e.Err }
-
-// Is classifies the error as unavailable (a retry may succeed).
-func (e *JournalError) Is(target error) bool { return target == errdefs.ErrUnavailable }
+// Unwrap gives the class first (unavailable: a retry may succeed), so that
+// errdefs.Resolve finds it, then the journal's error (errors.Is(err,
+// syscall.ENOSPC) holds).
+func (e *JournalError) Unwrap() []error { return []error{errdefs.ErrUnavailable, e.Err} }
 
 // errnoName returns the symbolic errno inside err ("ENOSPC"), or "error"
 // when it carries none.
