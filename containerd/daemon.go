@@ -41,7 +41,10 @@ func run(cfg config, log *logrus.Entry) error {
 		return err
 	}
 	defer lock.Close()
-	raiseNofile(log)
+	// RLIMIT_NOFILE is left alone: the Go runtime raises the daemon's soft
+	// limit itself and restores the original in every process it starts, so
+	// shims, runc and containers get the limits the daemon was started with.
+	// A Setrlimit here would stop that restoring (syscall.Setrlimit).
 	stop := handleSignals(log)
 
 	listeners, err := listen(cfg.listen, cfg.socketGID, log)

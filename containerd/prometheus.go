@@ -29,6 +29,7 @@ var promDescs = map[string]promDesc{
 	"events":                {"containerd_events_total", "Events journaled and published."},
 	"lagged-subscribers":    {"containerd_lagged_subscribers_total", "Subscribers cut off because they fell too far behind."},
 	"work-retries":          {"containerd_work_retries_total", "Retries of per-container work (exit handling) after a failure."},
+	"requests-refused-busy": {"containerd_requests_refused_busy_total", "Requests refused with ResourceExhausted because the daemon's work or read queue was full."},
 	"journal-errors":        {"containerd_journal_errors_total", "Journal appends that failed."},
 	"task-latency":          {"containerd_task_latency_seconds", "Time from an API request's task being sent to the loop until its reply."},
 	"journal-append-time":   {"containerd_journal_append_duration_seconds", "Time to append one event to the journal."},

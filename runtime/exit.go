@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,13 +28,16 @@ const exitReasonFile = "exitReason"
 
 type exitInfo struct {
 	status uint32
-	reason string // empty when the shim recorded the real status
+	reason string    // empty when the shim recorded the real status
+	at     time.Time // when the shim reaped the process; zero if unknown
 }
 
 // ExitStatus returns how the process ended, in the shell convention. It is
 // meant for a process whose exit FIFO has hung up (or was loaded dead).
 //
-// The shim's exitStatus file gives the real status (reason ""). Without it the
+// The status line the shim wrote on the exit FIFO at the reap gives the real
+// status (reason ""), even when no file could be written; after a daemon
+// restart (the FIFO's content is gone) the shim's exitStatus file does. Without either the
 // shim was killed: if pid and start time still match, the daemon SIGKILLs the
 // orphaned process and reports 137; if the process is gone or its pid reused,
 // 255. A decided status is written to exitStatus (and the reason to
@@ -51,13 +56,30 @@ func (p *Process) ExitStatus() (status uint32, reason string) {
 	return p.exit.status, p.exit.reason
 }
 
+// ExitTime is when the shim reaped the process, once ExitStatus is known:
+// from the exit FIFO, or after a restart the time exitStatus was written.
+// Zero when unknown (the shim died first).
+func (p *Process) ExitTime() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exit == nil {
+		return time.Time{}
+	}
+	return p.exit.at
+}
+
 func (p *Process) decideExitLocked() (e *exitInfo, final bool) {
+	if e, ok := p.readExitLineLocked(); ok {
+		p.stopped = true
+		p.reapLaterLocked() // the shim may still be draining output
+		return e, true
+	}
 	dir := p.dir()
 	if e, ok := readExit(dir); ok {
 		p.reapShimLocked(0)
 		return e, true
 	}
-	running := &exitInfo{StatusUnknown, "the shim is still running and has recorded no exit status"}
+	running := &exitInfo{status: StatusUnknown, reason: "the shim is still running and has recorded no exit status"}
 	if p.exitFD >= 0 && !p.stopped && !hungUp(p.exitFD, 0) {
 		return running, false // asked too early: the exit FIFO has not hung up
 	}
@@ -96,7 +118,7 @@ func (p *Process) waitShimGoneLocked(timeout time.Duration) bool {
 // 137, as v0.2.9 did. Anything else is 255 with the reason.
 func (p *Process) orphanExit() *exitInfo {
 	if p.pid == 0 {
-		return &exitInfo{StatusUnknown, "the process start did not complete"}
+		return &exitInfo{status: StatusUnknown, reason: "the process start did not complete"}
 	}
 	st, err := readProcStat(p.pid)
 	same := err == nil && p.startTime != 0 && st.startTime == p.startTime
@@ -105,41 +127,91 @@ func (p *Process) orphanExit() *exitInfo {
 		return p.zombieExit(st)
 	case same:
 		if err := signalVerified(p.pid, p.startTime, syscall.SIGKILL); err == nil {
-			return &exitInfo{StatusKilled, fmt.Sprintf("the shim died; container process %d was killed", p.pid)}
+			return &exitInfo{status: StatusKilled, reason: fmt.Sprintf("the shim died; container process %d was killed", p.pid)}
 		}
 	case p.startTime == 0:
-		return &exitInfo{StatusUnknown, fmt.Sprintf("the shim died before recording the start time of process %d", p.pid)}
+		return &exitInfo{status: StatusUnknown, reason: fmt.Sprintf("the shim died before recording the start time of process %d", p.pid)}
 	case p.shimKill == syscall.SIGKILL:
-		return &exitInfo{StatusKilled, fmt.Sprintf("the shim was killed by SIGKILL; container process %d is gone with it", p.pid)}
+		return &exitInfo{status: StatusKilled, reason: fmt.Sprintf("the shim was killed by SIGKILL; container process %d is gone with it", p.pid)}
 	case err == nil:
-		return &exitInfo{StatusUnknown, fmt.Sprintf("the shim died and pid %d now belongs to another process", p.pid)}
+		return &exitInfo{status: StatusUnknown, reason: fmt.Sprintf("the shim died and pid %d now belongs to another process", p.pid)}
 	}
-	return &exitInfo{StatusUnknown, fmt.Sprintf("the shim died and container process %d vanished", p.pid)}
+	return &exitInfo{status: StatusUnknown, reason: fmt.Sprintf("the shim died and container process %d vanished", p.pid)}
 }
 
 // zombieExit is the status of a container process that has exited but is
 // not reaped yet (its shim, its parent, is gone): the kernel still holds it.
 func (p *Process) zombieExit(st procStat) *exitInfo {
 	if st.hasExit {
-		return &exitInfo{uint32(shellStatus(st.exitCode)), fmt.Sprintf("the shim died; container process %d had exited (status read from /proc)", p.pid)}
+		return &exitInfo{status: uint32(shellStatus(st.exitCode)), reason: fmt.Sprintf("the shim died; container process %d had exited (status read from /proc)", p.pid)}
 	}
 	if p.shimKill == syscall.SIGKILL {
-		return &exitInfo{StatusKilled, fmt.Sprintf("the shim was killed by SIGKILL; container process %d died with it", p.pid)}
+		return &exitInfo{status: StatusKilled, reason: fmt.Sprintf("the shim was killed by SIGKILL; container process %d died with it", p.pid)}
 	}
-	return &exitInfo{StatusUnknown, fmt.Sprintf("the shim died and container process %d exited with an unknown status", p.pid)}
+	return &exitInfo{status: StatusUnknown, reason: fmt.Sprintf("the shim died and container process %d exited with an unknown status", p.pid)}
 }
 
-// readExit reads exitStatus (and exitReason, if the daemon decided it).
+// exitLineMax bounds the read of the exit FIFO: the shim writes one line,
+// "<status> <reap time, unix ns>\n", far shorter.
+const exitLineMax = 64
+
+// readExitLineLocked takes the status line the shim wrote on the exit FIFO
+// when it reaped the process (docs/shim-contract.md). Nothing to read (the
+// shim died before the reap, or it wrote while no daemon held the FIFO) or
+// a malformed line is not an exit status: the caller falls back to the file.
+func (p *Process) readExitLineLocked() (*exitInfo, bool) {
+	if p.exitFD < 0 {
+		return nil, false
+	}
+	buf := make([]byte, exitLineMax)
+	n, err := unix.Read(p.exitFD, buf)
+	if err != nil || n <= 0 {
+		return nil, false
+	}
+	e, err := parseExitLine(buf[:n])
+	if err != nil {
+		logrus.WithFields(logrus.Fields{"container": p.c.ID(), "pid": p.id}).WithError(err).Warn("exit FIFO: ignoring a malformed status line")
+		return nil, false
+	}
+	return e, true
+}
+
+// parseExitLine parses "<status> <unix ns>\n".
+func parseExitLine(line []byte) (*exitInfo, error) {
+	s, ok := strings.CutSuffix(string(line), "\n")
+	f := strings.Fields(s)
+	if !ok || len(f) != 2 {
+		return nil, fmt.Errorf("want \"<status> <unix ns>\\n\", got %q", line)
+	}
+	status, err := strconv.ParseUint(f[0], 10, 32)
+	if err != nil || status > 255+128 {
+		return nil, fmt.Errorf("status %q out of range", f[0])
+	}
+	ns, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil || ns <= 0 {
+		return nil, fmt.Errorf("reap time %q: not a positive unix time", f[1])
+	}
+	return &exitInfo{status: uint32(status), at: time.Unix(0, ns)}, nil
+}
+
+// readExit reads exitStatus (and exitReason, if the daemon decided it); the
+// file's mtime is when the shim wrote it, right after the reap.
 func readExit(dir string) (*exitInfo, bool) {
-	n, err := readUint(filepath.Join(dir, exitStatusFile))
+	path := filepath.Join(dir, exitStatusFile)
+	n, err := readUint(path)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			logrus.WithField("dir", dir).WithError(err).Warn("unreadable exit status")
 		}
 		return nil, false
 	}
-	reason, _ := bundle.ReadFile(filepath.Join(dir, exitReasonFile), 4<<10)
-	return &exitInfo{status: uint32(n), reason: string(reason)}, true
+	e := &exitInfo{status: uint32(n)}
+	if reason, _ := bundle.ReadFile(filepath.Join(dir, exitReasonFile), 4<<10); len(reason) > 0 {
+		e.reason = string(reason)
+	} else if st, err := os.Stat(path); err == nil {
+		e.at = st.ModTime()
+	}
+	return e, true
 }
 
 // saveExit writes the reason first, so an exitStatus file never appears

@@ -31,8 +31,11 @@ func pollFor(fd int, events, mask int16, timeout time.Duration) bool {
 }
 
 // hungUp reports whether the read end of a FIFO has seen its last writer go.
+// It asks for no event: POLLHUP and POLLERR are reported anyway, and the
+// status line the shim writes just before it hangs up (POLLIN) must not
+// end the wait early.
 func hungUp(fd int, timeout time.Duration) bool {
-	return pollFor(fd, unix.POLLIN, unix.POLLHUP|unix.POLLERR|unix.POLLNVAL, timeout)
+	return pollFor(fd, 0, unix.POLLHUP|unix.POLLERR|unix.POLLNVAL, timeout)
 }
 
 // WaitHangup waits up to timeout for the exit FIFO read end fd to hang up,

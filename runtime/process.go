@@ -8,7 +8,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/specs"
 	"golang.org/x/sys/unix"
 )
@@ -110,11 +111,11 @@ func (p *Process) State() ProcessState {
 // pid now names another process, gives "no such process" (ErrNotFound).
 func (p *Process) Signal(sig syscall.Signal) error {
 	if p.State() == Stopped {
-		return errdefs.Mark(errNoProcess, errdefs.ErrNotFound)
+		return errmark.Mark(errNoProcess, errdefs.ErrNotFound)
 	}
 	err := signalVerified(p.pid, p.startTime, sig)
 	if err == errNoProcess {
-		return errdefs.Mark(errNoProcess, errdefs.ErrNotFound)
+		return errmark.Mark(errNoProcess, errdefs.ErrNotFound)
 	}
 	return err
 }
@@ -159,19 +160,28 @@ func writeMarker(path string) error {
 // ExitPublished reports whether MarkExitPublished was done (by any daemon run).
 func (p *Process) ExitPublished() bool { return exists(filepath.Join(p.dir(), exitPublishedFile)) }
 
-// Close closes the daemon's fds of the process. If the shim was this daemon's
-// child and has exited, it is reaped; a live shim keeps running on its own.
+// Close closes the daemon's fds of the process. It never waits for the
+// shim: one that reported the exit may still be handing its last output to
+// a slow client (a few seconds, bounded by the shim). If the shim is this
+// daemon's child it is reaped now if gone, else by the late reaper when it
+// exits (reaplater.go), so it never stays a zombie.
 func (p *Process) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	wait := time.Duration(0)
-	if p.stopped || (p.exitFD >= 0 && hungUp(p.exitFD, 0)) {
-		wait = shimReapTimeout
-	}
-	p.reapShimLocked(wait)
+	p.reapLaterLocked()
 	closeFD(&p.exitFD)
 	closeFD(&p.controlFD)
 	return nil
+}
+
+// reapLaterLocked reaps the shim now if it is gone, else hands it to the
+// late reaper, which reaps it when it exits.
+func (p *Process) reapLaterLocked() {
+	p.reapShimLocked(0)
+	if p.shimPidfd >= 0 {
+		lateReaper.add(p.shimPidfd)
+		p.shimPidfd = -1
+	}
 }
 
 // reapShimLocked reaps the shim if it is this daemon's child and exits

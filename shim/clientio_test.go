@@ -7,43 +7,12 @@ import (
 	"bufio"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
-
-// watchFile starts watching dir (inotify) and returns a function that
-// waits until dir/name exists.
-func watchFile(t *testing.T, dir, name string) func() {
-	t.Helper()
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CREATE|unix.IN_MOVED_TO); err != nil {
-		t.Fatal(err)
-	}
-	return func() {
-		t.Helper()
-		deadline := time.Now().Add(wait)
-		buf := make([]byte, 4096)
-		for {
-			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-				return
-			}
-			ms := int(time.Until(deadline) / time.Millisecond)
-			if ms <= 0 {
-				t.Fatalf("%s did not appear in %s within %v", name, dir, wait)
-			}
-			unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
-			unix.Read(fd, buf) // drain the events; the Stat above decides
-		}
-	}
-}
 
 // control writes one control line, as the daemon does.
 func (p *proc) control(line string) {

@@ -77,12 +77,24 @@ func (c *copier) moved() {
 	}
 }
 
-// drain waits until every copier is done. Output waiting for the client is
-// never dropped, however slowly the client reads; but copies that have
-// waited idle for input (the process is gone, yet something, e.g. a child it
-// left, still holds the pipe) are abandoned: drain then reports false.
-func drain(copies []*copier, last *atomic.Int64, idle time.Duration) bool {
-	t := time.NewTimer(idle)
+// drainResult is how a drain ended.
+type drainResult int
+
+const (
+	drained         drainResult = iota // every copy reached its end
+	drainIdleGaveUp                    // copies waited idle for input (a leftover child holds the pipe)
+	drainTimedOut                      // output was still waiting for its client at the limit
+)
+
+// drain waits until every copier is done, within two bounds: copies that
+// have waited idle for input for idle (the process is gone, yet something,
+// e.g. a child it left, still holds the pipe) are abandoned; and nothing is
+// waited on past limit, however much output is still pending for a client
+// that does not read. The daemon already has the exit (notifyExit), so the
+// bounds only decide how much late output a slow client still gets.
+func drain(copies []*copier, last *atomic.Int64, idle, limit time.Duration) drainResult {
+	deadline := time.Now().Add(limit)
+	t := time.NewTimer(min(idle, limit))
 	defer t.Stop()
 	for _, c := range copies {
 		for waiting := true; waiting; {
@@ -90,15 +102,19 @@ func drain(copies []*copier, last *atomic.Int64, idle time.Duration) bool {
 			case <-c.done:
 				waiting = false
 			case <-t.C:
-				quiet := time.Duration(time.Now().UnixNano() - last.Load())
-				if quiet >= idle && !pending(copies) {
-					return false
+				now := time.Now()
+				if !now.Before(deadline) {
+					return drainTimedOut
 				}
-				t.Reset(max(idle-quiet, idle/4))
+				quiet := time.Duration(now.UnixNano() - last.Load())
+				if quiet >= idle && !pending(copies) {
+					return drainIdleGaveUp
+				}
+				t.Reset(min(max(idle-quiet, idle/4), deadline.Sub(now)))
 			}
 		}
 	}
-	return true
+	return drained
 }
 
 // pending says whether some copy holds output its client has not taken.

@@ -39,8 +39,8 @@ func TestDrain(t *testing.T) {
 	c := (&copier{src: r, dst: out, keep: true, last: &last}).start()
 	w.WriteString(strings.Repeat("x", 100000))
 	w.Close()
-	if !drain([]*copier{c}, &last, 10*time.Second) {
-		t.Fatal("drain gave up although the copy reached EOF")
+	if r := drain([]*copier{c}, &last, 10*time.Second, 10*time.Second); r != drained {
+		t.Fatalf("drain ended %d although the copy reached EOF", r)
 	}
 	if n := len(out.String()); n != 100000 {
 		t.Errorf("copied %d bytes, want 100000", n)
@@ -56,8 +56,8 @@ func TestDrainGivesUp(t *testing.T) {
 	last.Store(time.Now().UnixNano())
 	c := (&copier{src: r, keep: true, last: &last}).start()
 	start := time.Now()
-	if drain([]*copier{c}, &last, 50*time.Millisecond) {
-		t.Fatal("drain returned true with the writer still open")
+	if r := drain([]*copier{c}, &last, 50*time.Millisecond, 10*time.Second); r != drainIdleGaveUp {
+		t.Fatalf("drain ended %d with the writer still open and idle, want drainIdleGaveUp", r)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("drain took %v to give up", d)
@@ -66,8 +66,8 @@ func TestDrainGivesUp(t *testing.T) {
 	<-c.done
 }
 
-// TestDrainWaitsForSlowReader: output the client has not read yet is never
-// dropped, even long after the idle time.
+// TestDrainWaitsForSlowReader: output the client has not read yet is not
+// dropped while it is within the limit, even long after the idle time.
 func TestDrainWaitsForSlowReader(t *testing.T) {
 	src, w, _ := os.Pipe()
 	r, dst, _ := os.Pipe()
@@ -80,20 +80,43 @@ func TestDrainWaitsForSlowReader(t *testing.T) {
 		w.Close()
 	}()
 	const idle = 20 * time.Millisecond
-	drained := make(chan bool, 1)
-	go func() { drained <- drain([]*copier{c}, &last, idle) }()
+	result := make(chan drainResult, 1)
+	go func() { result <- drain([]*copier{c}, &last, idle, time.Minute) }()
 	select {
-	case <-drained:
-		t.Fatal("drain returned while output was still pending")
+	case r := <-result:
+		t.Fatalf("drain ended (%d) while output was still pending", r)
 	case <-time.After(20 * idle): // the behaviour under test is a timeout
 	}
 	data, _ := io.ReadAll(r)
 	if len(data) != 300000 {
 		t.Errorf("read %d bytes, want 300000", len(data))
 	}
-	if !<-drained {
-		t.Error("drain gave up")
+	if r := <-result; r != drained {
+		t.Errorf("drain ended %d, want drained", r)
 	}
+}
+
+// TestDrainLimit: output nobody reads is dropped at the limit, never
+// waited on: a client that stopped reading cannot keep the shim.
+func TestDrainLimit(t *testing.T) {
+	src, w, _ := os.Pipe()
+	r, dst, _ := os.Pipe()
+	defer r.Close()
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	c := (&copier{src: src, dst: dst, keep: true, last: &last}).start()
+	w.WriteString(strings.Repeat("z", 100000)) // fills dst; the rest waits in the copy
+	w.Close()
+	const limit = 200 * time.Millisecond
+	start := time.Now()
+	if got := drain([]*copier{c}, &last, 20*time.Millisecond, limit); got != drainTimedOut {
+		t.Fatalf("drain ended %d with output pending for a reader that never reads, want drainTimedOut", got)
+	}
+	if d := time.Since(start); d < limit || d > limit+5*time.Second {
+		t.Errorf("drain gave up after %v, want about %v", d, limit)
+	}
+	dst.Close() // ends the blocked write, then the copy
+	<-c.done
 }
 
 // TestCopierKeepsReading: an output whose destination fails is still read,

@@ -252,7 +252,9 @@ func (p *proc) read(name string) string {
 	return string(data)
 }
 
-// hungUp polls the exit FIFO: true once the shim's write end is gone.
+// hungUp polls the exit FIFO: true once the shim's write end is gone. The
+// shim writes one status line just before it closes its end, so POLLIN
+// alone (the line, not yet the close) means: poll again.
 func (p *proc) hungUp(timeout time.Duration) bool {
 	p.t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -272,29 +274,66 @@ func (p *proc) hungUp(timeout time.Duration) bool {
 		if n > 0 && fds[0].Revents&unix.POLLHUP != 0 {
 			return true
 		}
-		if n > 0 {
-			p.t.Fatalf("exit fifo: unexpected events %#x (the shim must never write to it)", fds[0].Revents)
-		}
 		if time.Now().After(deadline) {
 			return false
 		}
 	}
 }
 
-// exited waits for the exit FIFO to hang up and returns exitStatus as it is
-// at that instant: it must already be there. It also checks the shim exited 0.
-func (p *proc) exited() int {
+// exitLine reads what the shim wrote on the exit FIFO before it hung up:
+// "<status> <reap unix ns>". ok is false when nothing was written.
+func (p *proc) exitLine() (status int, reaped time.Time, ok bool) {
+	p.t.Helper()
+	buf := make([]byte, 128)
+	n, err := unix.Read(p.exitFd, buf)
+	if err == unix.EAGAIN || n <= 0 {
+		return 0, time.Time{}, false
+	}
+	if err != nil {
+		p.t.Fatalf("read exit fifo: %v", err)
+	}
+	line := string(buf[:n])
+	f := strings.Fields(line)
+	if !strings.HasSuffix(line, "\n") || strings.Count(line, "\n") != 1 || len(f) != 2 {
+		p.t.Fatalf("exit fifo: want one line \"<status> <unix ns>\", got %q", line)
+	}
+	status, err1 := strconv.Atoi(f[0])
+	ns, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		p.t.Fatalf("exit fifo line %q: %v %v", line, err1, err2)
+	}
+	return status, time.Unix(0, ns), true
+}
+
+// notified waits for the exit FIFO to hang up and returns the status the
+// shim wrote on it; the shim itself may still be draining output.
+func (p *proc) notified() int {
 	p.t.Helper()
 	if !p.hungUp(wait) {
 		p.t.Fatalf("exit fifo did not hang up within %v; shim log: %s", wait, p.read("shim-log.json"))
 	}
+	status, reaped, ok := p.exitLine()
+	if !ok {
+		p.t.Fatalf("exit fifo hung up without a status line; shim log: %s", p.read("shim-log.json"))
+	}
+	if d := time.Since(reaped); d < 0 || d > wait {
+		p.t.Errorf("reap time %v is %v from now", reaped, d)
+	}
+	return status
+}
+
+// exited waits for the exit FIFO to hang up and returns the status the
+// shim wrote on it, which must equal exitStatus as it is at that instant:
+// the file must already be there. It also checks the shim exited 0.
+func (p *proc) exited() int {
+	p.t.Helper()
+	status := p.notified()
 	data, err := os.ReadFile(p.path("exitStatus"))
 	if err != nil {
 		p.t.Fatalf("exitStatus missing when the exit fifo hung up: %v", err)
 	}
-	status, err := strconv.Atoi(string(data))
-	if err != nil {
-		p.t.Fatalf("exitStatus %q: %v", data, err)
+	if file, err := strconv.Atoi(string(data)); err != nil || file != status {
+		p.t.Fatalf("exitStatus %q, exit fifo said %d", data, status)
 	}
 	p.checkModes()
 	if p.cmd != nil {

@@ -7,9 +7,10 @@
 // in the process's state directory, with the start pipe as fd 3. It runs
 // `runc create` (or `exec -d`, `restore -d`), reports the pid or runc's own
 // error on the start pipe, copies the process's stdio, obeys the control
-// fifo, reaps every child, and on the process's exit writes exitStatus and
-// exits, which hangs up the exit fifo the daemon watches. docs/shim-contract.md
-// is the full agreement with the daemon.
+// fifo, reaps every child, and on the process's exit writes exitStatus, then
+// the status on the exit fifo the daemon watches, closes it, drains the
+// output (bounded) and exits. docs/shim-contract.md is the full agreement
+// with the daemon.
 package main
 
 import (
@@ -17,8 +18,10 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -118,6 +121,9 @@ func setup(argv []string, log *logger) (*shim, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, wrap("set child subreaper", err)
 	}
+	if err := adjustOOMScore(); err != nil {
+		log.warn("oom_score_adj: " + err.Error() + " (the shim keeps the daemon's)")
+	}
 	dir, err := os.Getwd()
 	if err != nil {
 		return nil, err
@@ -145,11 +151,10 @@ func setup(argv []string, log *logger) (*shim, error) {
 	return s, nil
 }
 
-// exitFifo is the write end of the exit fifo. It is never written to nor
-// closed: the kernel closes it when the shim exits, and that hang-up is how
-// the daemon learns the shim is gone. A raw fd, so no finalizer can close it.
-//
-//lint:ignore U1000 held open, never read: its hang-up at exit is the message
+// exitFifo is the write end of the exit fifo, held from the start. At the
+// reap, notifyExit writes the status on it and closes it; if the shim dies
+// first, the kernel closes it. Either way its hang-up is how the daemon
+// learns the process is gone. A raw fd, so no finalizer can close it.
 var exitFifo = -1
 
 func holdExitFifo(path string) error {
@@ -160,5 +165,26 @@ func holdExitFifo(path string) error {
 		return wrap("open exit fifo", err)
 	}
 	exitFifo = fd
+	return nil
+}
+
+// notifyExit writes "<status> <reap time, unix ns>\n" on the exit fifo and
+// closes it. The daemon's epoll sees the hang-up at once and reads the
+// status from the fifo, so it has it even when exitStatus could not be
+// written (a full disk), and without waiting for the output to drain. The
+// line is far below PIPE_BUF and the fifo is empty: one atomic write. With
+// no reader (the daemon is restarting) the write fails with EPIPE and only
+// the hang-up and exitStatus remain, which is what a restarted daemon reads.
+func notifyExit(status int, reaped time.Time) error {
+	if exitFifo < 0 {
+		return errors.New("not open")
+	}
+	line := strconv.Itoa(status) + " " + strconv.FormatInt(reaped.UnixNano(), 10) + "\n"
+	_, err := unix.Write(exitFifo, []byte(line))
+	unix.Close(exitFifo)
+	exitFifo = -1
+	if err != nil {
+		return wrap("write exit status", err)
+	}
 	return nil
 }

@@ -19,9 +19,14 @@ const (
 	stderrTimeout = 2 * time.Second
 	// drainIdle is how long, after the process exited, the output copies
 	// may wait for input that does not come (a child the process left holds
-	// the pipe) before the shim stops waiting for them. Output pending for a
-	// slow client is always waited for.
+	// the pipe) before the shim stops waiting for them.
 	drainIdle = 2 * time.Second
+	// drainMax bounds the whole drain: output a client has not taken within
+	// it of the exit is dropped (with a warning), never waited on. The
+	// daemon has the exit already (notifyExit), so this only bounds how
+	// long a client that is late reading still gets the process's last
+	// output.
+	drainMax = 5 * time.Second
 )
 
 // shim is one run of containerd-shim: one container process, its stdio and
@@ -50,20 +55,30 @@ func (s *shim) run(sp *startPipe) int {
 	return s.wait(exited)
 }
 
-// wait records the process's exit: exitStatus first, then the outputs are
-// let drain, then the shim exits and its exit fifo hangs up.
+// wait records the process's exit: exitStatus (durable), then at once the
+// exit notification (the status on the exit fifo, which is then closed: the
+// daemon learns of the exit at the reap), then a bounded drain of the
+// outputs, then the shim exits.
 func (s *shim) wait(exited <-chan unix.WaitStatus) int {
 	ws := <-exited
+	reaped := time.Now()
 	code := 0
 	// Relative to our working directory, not s.dir: when init exits first
 	// the daemon renames the container's dir (retires it) while exec shims
 	// still run; the cwd follows the rename, the absolute path does not.
 	if err := writeExitStatus(".", ws); err != nil {
-		s.log.error("write exitStatus " + strconv.Itoa(shellStatus(ws)) + ": " + err.Error())
+		s.log.error("write exitStatus " + strconv.Itoa(shellStatus(ws)) + ": " + err.Error() +
+			" (the status still reaches the daemon on the exit fifo)")
 		code = 1
 	}
-	if !s.io.drain(drainIdle) {
+	if err := notifyExit(shellStatus(ws), reaped); err != nil {
+		s.log.warn("exit fifo: " + err.Error() + " (the daemon reads exitStatus instead)")
+	}
+	switch s.io.drain(drainIdle, drainMax) {
+	case drainIdleGaveUp:
 		s.log.warn("output still held open " + drainIdle.String() + " after the process exited (by a child it left?); stopped copying")
+	case drainTimedOut:
+		s.log.warn("output not taken by its client within " + drainMax.String() + " of the exit; the rest is dropped")
 	}
 	return code
 }
@@ -159,7 +174,7 @@ func (s *shim) adopt() (int, <-chan unix.WaitStatus, error) {
 // so a failed start leaves nothing running; it returns err.
 func (s *shim) undo(pid int, err error) error {
 	if pid > 0 {
-		unix.Kill(pid, unix.SIGKILL)
+		s.reaper.signal(pid, unix.SIGKILL) // not once reaped: the pid may be reused
 	}
 	if !s.cfg.Exec {
 		del := globalArgs(s.cfg, s.dir)

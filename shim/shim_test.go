@@ -91,9 +91,11 @@ func TestOutputs(t *testing.T) {
 	}
 }
 
-// TestExitStatusBeforeOutput: exitStatus is written as soon as the process
-// exits, while its output still waits for a client that has not read it;
-// the shim (and its exit fifo) stays until the output is taken, all of it.
+// TestExitStatusBeforeOutput: the exit is reported (exitStatus, then the
+// status line and hang-up of the exit fifo) as soon as the process is
+// reaped, while its output still waits for a client that has not read it;
+// the shim then stays to hand over that output, all of it, to a client that
+// reads within the drain limit.
 func TestExitStatusBeforeOutput(t *testing.T) {
 	fixture.RequireRoot(t)
 	t.Parallel()
@@ -102,7 +104,6 @@ func TestExitStatusBeforeOutput(t *testing.T) {
 	p := c.startShim(t, procOpts{stdin: true, stdout: true})
 	p.started()
 	c.mustRunc(t, "start", c.id)
-	watch := watchFile(t, p.dir, "exitStatus")
 	const size = 100000    // more than the stdout FIFO holds, less than FIFO + pipe
 	stdin := p.openStdin() // before close-stdin, or the process might see EOF first
 	written := make(chan error, 1)
@@ -112,9 +113,10 @@ func TestExitStatusBeforeOutput(t *testing.T) {
 		written <- err
 	}()
 	p.control(fmt.Sprintf("%d 0 0", ctlCloseStdin))
-	watch()
-	// Longer than the shim waits for idle copies: pending output is not idle.
-	if p.hungUp(drainIdle + time.Second) {
+	if got := p.notified(); got != 0 {
+		t.Fatalf("exit fifo status %d, want 0", got)
+	}
+	if !alive(p.shimPid) {
 		t.Fatal("the shim exited before its output was read")
 	}
 	if out := readAll(t, p.stdout); len(out) != size {
@@ -123,8 +125,44 @@ func TestExitStatusBeforeOutput(t *testing.T) {
 	if err := <-written; err != nil {
 		t.Fatal(err)
 	}
-	if got := p.exited(); got != 0 {
-		t.Fatalf("exitStatus %d, want 0", got)
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("shim: %v; shim log: %s", err, p.read("shim-log.json"))
+	}
+}
+
+// TestUnreadOutputDoesNotHoldTheExit: a process whose stdout FIFO is full
+// and never read is killed: its exit is reported at once, and the shim
+// drops the unread output after the drain limit instead of waiting for a
+// reader for ever, saying so in its log.
+func TestUnreadOutputDoesNotHoldTheExit(t *testing.T) {
+	fixture.RequireRoot(t)
+	t.Parallel()
+	c := newContainer(t, fixture.Args("flood", "--", "sleep", "1h"))
+	defer c.remove(t)
+	p := c.startShim(t, procOpts{stdout: true})
+	pid := p.started()
+	c.mustRunc(t, "start", c.id)
+	fixture.WaitBlockedWriting(t, pid, wait)
+	killed := time.Now()
+	c.mustRunc(t, "kill", c.id, "KILL")
+	if got := p.notified(); got != 137 {
+		t.Fatalf("exit fifo status %d, want 137", got)
+	}
+	if d := time.Since(killed); d >= drainMax {
+		t.Errorf("exit reported %v after the kill: it waited for the output", d)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("shim: %v", err)
+		}
+	case <-time.After(drainMax + wait):
+		t.Fatalf("the shim still runs %v after the exit with nobody reading its output", drainMax+wait)
+	}
+	if log := p.read("shim-log.json"); !strings.Contains(log, "not taken by its client") {
+		t.Errorf("shim-log.json lacks the warning about dropped output: %q", log)
 	}
 }
 

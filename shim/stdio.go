@@ -268,7 +268,7 @@ func (s *stdio) resize(width, height uint16) {
 	}
 }
 
-// drain waits for the output copies to end (see drain).
-func (s *stdio) drain(idle time.Duration) bool {
-	return drain(s.outputs, &s.last, idle)
+// drain waits for the output copies to end, bounded (see drain).
+func (s *stdio) drain(idle, limit time.Duration) drainResult {
+	return drain(s.outputs, &s.last, idle, limit)
 }

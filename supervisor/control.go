@@ -79,6 +79,10 @@ func (s *Supervisor) startUpdate(ctx context.Context, r UpdateRequest, done func
 		done(struct{}{}, ErrUnknownContainerStatus)
 		return
 	}
+	if err := s.admit("update"); err != nil {
+		done(struct{}{}, err)
+		return
+	}
 	s.enqueue(r.ID, step{
 		name: "update",
 		work: func(context.Context) error { return work(ctx) },
@@ -114,7 +118,11 @@ func (s *Supervisor) State(ctx context.Context, id string) ([]ContainerInfo, err
 			done(nil, ErrContainerNotFound)
 			return
 		}
-		s.workers.submit(func() { done(fillPids(ctx, s.log, infos, cs)) })
+		if err := s.admitRead("state"); err != nil {
+			done(nil, err)
+			return
+		}
+		s.readLane.submit(func() { done(fillPids(ctx, s.log, infos, cs)) })
 	})
 }
 

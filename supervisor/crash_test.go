@@ -30,7 +30,7 @@ func TestRestoreCrashAtEachStep(t *testing.T) {
 			must(t, s.Start(context.Background()))
 			waitCrashed(t, s)
 			must(t, s.Stop())
-			s.workers.wait()
+			s.waitWorkers()
 			h := newHarness(t, rt, dir)
 			h.expect("start-container a", "start-process a e1", "start-container b",
 				"exit a e1 1", "exit a init 137")
@@ -57,7 +57,7 @@ func TestRealRestoreCrashAtEachStep(t *testing.T) {
 			crashing := env.startCrashing(env.config(), k)
 			waitCrashed(t, crashing)
 			crashing.Stop()
-			crashing.workers.wait() // a dead daemon leaves no rename or write behind it
+			crashing.waitWorkers() // a dead daemon leaves no rename or write behind it
 			s3 := env.start(env.config())
 			sub, err := s3.Subscribe(context.Background(), SubscribeRequest{After: time.Unix(0, 0)})
 			if err != nil {

@@ -7,7 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/monitor"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor/journal"
@@ -45,7 +46,11 @@ func (s *Supervisor) logRejected(r CreateRequest, err error) {
 func (s *Supervisor) startCreate(ctx context.Context, r CreateRequest, done func(ContainerInfo, error)) {
 	if _, ok := s.containers[r.ID]; ok {
 		err := fmt.Errorf("mkdir %s: file exists", filepath.Join(s.cfg.StateDir, r.ID))
-		done(ContainerInfo{}, errdefs.Mark(err, errdefs.ErrAlreadyExists))
+		done(ContainerInfo{}, errmark.Mark(err, errdefs.ErrAlreadyExists))
+		return
+	}
+	if err := s.admit("create"); err != nil {
+		done(ContainerInfo{}, err)
 		return
 	}
 	e := newEntry(r.ID)

@@ -1,5 +1,7 @@
 package supervisor
 
+import "time"
+
 // entry is the loop's record of one container incarnation. Owned by the loop.
 type entry struct {
 	id       string
@@ -9,11 +11,18 @@ type entry struct {
 	execs    map[string]Process
 	reserved map[string]bool // exec ids whose creation is in progress
 	exiting  map[Process]bool
-	// initExit holds the init's exit status while execs are still running:
-	// their exits are published first.
-	initExit   *uint32
-	pendingOOM bool // an OOM seen while the container was being created
-	removed    bool
+	// initExit holds the init's exit once known, while execs are still
+	// running: their exits are published first.
+	initExit      *exitNote
+	initPublished bool // the init's exit was published (finishInit ran)
+	pendingOOM    bool // an OOM seen while the container was being created
+	removed       bool
+}
+
+// exitNote is a process's exit as the shim reported it.
+type exitNote struct {
+	status uint32
+	at     time.Time // the shim's reap time; zero when unknown
 }
 
 const statusCreating = "creating"

@@ -6,7 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor/journal"
 )
@@ -32,7 +33,11 @@ func (s *Supervisor) startExec(ctx context.Context, r ExecRequest, done func(int
 	}
 	if _, taken := e.process(r.Pid); taken || e.reserved[r.Pid] || r.Pid == "init" {
 		err := fmt.Errorf("mkdir %s: file exists", filepath.Join(s.cfg.StateDir, r.ID, r.Pid))
-		done(0, errdefs.Mark(err, errdefs.ErrAlreadyExists))
+		done(0, errmark.Mark(err, errdefs.ErrAlreadyExists))
+		return
+	}
+	if err := s.admit("exec"); err != nil {
+		done(0, err)
 		return
 	}
 	e.reserved[r.Pid] = true

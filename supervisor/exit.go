@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"hash/fnv"
 	"syscall"
 	"time"
 
@@ -9,10 +10,43 @@ import (
 	"github.com/evjournal/containerd/supervisor/journal"
 )
 
-// onExit handles a process whose shim is gone (from the monitor, reconcile
-// or restore). Each process is handled once. The status is read, and for an
-// init the state dir retired, on a worker; both are retried with backoff on
-// failure, and later work for the container waits behind them.
+// exitWorkers is the size of the exit lane: the workers that do nothing but
+// read exit statuses and retire state dirs, so an exit never waits behind
+// creates hung in the runtime, checkpoints or readers (docs/design.md).
+// Each has its own queue and takes the containers whose id hashes to it, so
+// the exits of one container are handled in the order they were reported.
+const exitWorkers = 2
+
+// exitLane is the exit lane: one single-worker pool per shard.
+type exitLane []*workerPool
+
+func newExitLane() exitLane {
+	l := make(exitLane, exitWorkers)
+	for i := range l {
+		l[i] = newWorkerPool(1)
+	}
+	return l
+}
+
+// submit queues j on the shard of container id.
+func (l exitLane) submit(id string, j job) {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	l[h.Sum32()%uint32(len(l))].submit(j)
+}
+
+func (l exitLane) stop() {
+	for _, p := range l {
+		p.stop()
+	}
+}
+
+// onExit handles a process whose shim reported its exit (from the monitor,
+// reconcile or restore). Each process is handled once. Its status is read,
+// and for an init the state dir retired (the id is free before the exit is
+// published), on the exit lane, outside the id's work queue: nothing queued
+// for the container can hold its exit back. A failed retire is retried with
+// backoff; the exit is published once it succeeded.
 func (s *Supervisor) onExit(src monitor.ExitSource) {
 	p, ok := src.(Process)
 	if !ok {
@@ -23,71 +57,96 @@ func (s *Supervisor) onExit(src monitor.ExitSource) {
 		return
 	}
 	e.exiting[p] = true
+	s.runExit(e, p, time.Now(), 0)
+}
+
+// runExit is one attempt of the exit lane's work for p.
+func (s *Supervisor) runExit(e *entry, p Process, start time.Time, attempt int) {
+	if s.crash.frozen() {
+		return
+	}
 	isInit := p == e.init
-	var status uint32
-	start := time.Now()
-	s.enqueue(e.id, step{
-		name:  "exit",
-		retry: true,
-		work: func(context.Context) error {
-			var reason string
-			status, reason = p.ExitStatus()
-			if reason != "" {
-				s.log.WithField("container", e.id).WithField("pid", p.ID()).
-					WithField("status", status).Warn("exit status not recorded by the shim: " + reason)
+	s.exitLane.submit(e.id, func() {
+		status, reason := p.ExitStatus()
+		if reason != "" {
+			s.log.WithField("container", e.id).WithField("pid", p.ID()).
+				WithField("status", status).Warn("exit status not recorded by the shim: " + reason)
+		}
+		var err error
+		if isInit {
+			err = e.c.Retire()
+		}
+		s.sendUrgent(func(s *Supervisor) {
+			if err != nil && !s.stopping {
+				attempt++
+				d := backoff(attempt)
+				s.m.retries.Inc(1)
+				s.log.WithError(err).WithFields(map[string]interface{}{
+					"container": e.id, "pid": p.ID(), "attempt": attempt, "retry_in": d,
+				}).Warn("exit: cannot retire the container's state dir; the exit is published once it is retired")
+				s.clock.AfterFunc(d, func() { s.send(func(s *Supervisor) { s.runExit(e, p, start, attempt) }) })
+				return
 			}
-			if isInit {
-				// Free the id before the exit is published: clients
-				// create the same id again right after it.
-				return e.c.Retire()
-			}
-			return nil
-		},
-		apply: func(error) {
 			s.m.exitTime.UpdateSince(start)
-			s.applyExit(e, p, isInit, status)
-		},
+			s.applyExit(e, p, isInit, status, p.ExitTime())
+		})
 	})
 }
 
-func (s *Supervisor) applyExit(e *entry, p Process, isInit bool, status uint32) {
+// applyExit publishes an exec's exit at once, and an init's once every exec
+// of the container has exited: clients read the init's exit as the end of
+// the container, so it comes last, exactly once.
+func (s *Supervisor) applyExit(e *entry, p Process, isInit bool, status uint32, at time.Time) {
 	if !isInit {
-		s.publishExecExit(e, p, status)
+		s.publishExecExit(e, p, status, at)
 		if e.initExit != nil && len(e.execs) == 0 {
 			s.finishInit(e)
 		}
 		return
 	}
-	e.initExit = &status
+	e.initExit = &exitNote{status: status, at: at}
+	// The container is over: its memory cgroup is no longer watched. Done
+	// here, while the id is still this entry's, never later when a new
+	// incarnation may own the id and its watch.
+	if s.containers[e.id] == e {
+		s.mon.StopOOM(e.id)
+	}
 	if len(e.execs) == 0 {
 		s.finishInit(e)
 		return
 	}
-	// Execs die with init only when init is pid 1 of its own pid
-	// namespace. Otherwise kill them, as v0.2.9's shim did (runc kill
-	// --all): their exits (137) then come promptly, before init's.
+	s.killExecs(e, 0)
+}
+
+// killExecs SIGKILLs the execs that outlive their init. Execs die with init
+// only when init is pid 1 of its own pid namespace; others (a host-pid
+// container, say) are killed, as v0.2.9's shim did (runc kill --all). Their
+// exits come through the monitor with their real statuses, and the init's
+// follows. Nothing is published on a timer: if an exec is still there after
+// ExecGrace (a process in uninterruptible sleep), it is killed again and
+// the wait goes on, logged.
+func (s *Supervisor) killExecs(e *entry, round int) {
 	for _, x := range e.execs {
 		if !e.exiting[x] {
 			x.Signal(syscall.SIGKILL) // an exec already gone is fine
 		}
 	}
-	// Their exits come soon. Do not wait for ever on one that never shows
-	// (v0.2.9 did).
 	s.clock.AfterFunc(s.cfg.ExecGrace, func() {
 		s.send(func(s *Supervisor) {
-			if !e.removed {
-				s.log.WithField("container", e.id).WithField("execs", len(e.execs)).
-					Warn("execs still running after init exit grace period; publishing init exit first")
-				s.finishInit(e)
+			if e.initPublished || len(e.execs) == 0 {
+				return
 			}
+			s.log.WithField("container", e.id).WithField("execs", len(e.execs)).WithField("round", round+1).
+				Warn("execs still running after their init exited and were killed; killing them again, the init's exit waits for theirs")
+			s.killExecs(e, round+1)
 		})
 	})
 }
 
-func (s *Supervisor) publishExecExit(e *entry, p Process, status uint32) {
+func (s *Supervisor) publishExecExit(e *entry, p Process, status uint32, at time.Time) {
 	delete(e.execs, p.ID())
 	delete(s.procs, p)
-	s.emit(s.event(journal.TypeExit, e, p.ID(), status))
+	s.emit(s.exitEvent(e, p.ID(), status, at))
 	s.afterCommit(func() {
 		s.enqueue(e.id, step{name: "remove-exec", retry: true, work: func(context.Context) error {
 			if err := p.MarkExitPublished(); err != nil {
@@ -103,17 +162,29 @@ func (s *Supervisor) publishExecExit(e *entry, p Process, status uint32) {
 }
 
 // finishInit publishes the init's exit, frees the id and deletes the old
-// incarnation's runc state behind it.
+// incarnation's runc state behind it. It runs once per entry.
 func (s *Supervisor) finishInit(e *entry) {
-	e.removed = true
+	if e.initPublished {
+		return
+	}
+	e.initPublished, e.removed = true, true
 	if s.containers[e.id] == e {
 		delete(s.containers, e.id)
 	}
 	delete(s.procs, e.init)
 	s.m.containers.Update(int64(len(s.containers)))
-	s.mon.StopOOM(e.id)
-	s.emit(s.event(journal.TypeExit, e, "init", *e.initExit))
+	s.emit(s.exitEvent(e, "init", e.initExit.status, e.initExit.at))
 	s.afterCommit(func() { s.enqueue(e.id, s.deleteStep(e)) })
+}
+
+// exitEvent is an exit event; at is when the shim reaped the process (zero
+// when unknown).
+func (s *Supervisor) exitEvent(e *entry, pid string, status uint32, at time.Time) journal.Event {
+	ev := s.event(journal.TypeExit, e, pid, status)
+	if !at.IsZero() {
+		ev.ExitedAt = at.UTC()
+	}
+	return ev
 }
 
 // deleteStep marks the exit as published, then removes the runc state and

@@ -33,3 +33,12 @@ func (c *crashPoint) frozen() bool { return c.crashed }
 // wait returns once the jobs running at stop have finished. The crash tests
 // use it to stand for a dead daemon: a real crash leaves no job running.
 func (p *workerPool) wait() { p.running.Wait() }
+
+// waitWorkers waits for the jobs of every lane (see workerPool.wait).
+func (s *Supervisor) waitWorkers() {
+	s.workers.wait()
+	for _, p := range s.exitLane {
+		p.wait()
+	}
+	s.readLane.wait()
+}

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/monitor"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/specs"
@@ -90,7 +91,7 @@ func (r *fakeRuntime) New(o runtime.ContainerOpts) (Container, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.live[o.ID]; ok {
-		return nil, errdefs.Mark(fmt.Errorf("mkdir %s: file exists", o.ID), errdefs.ErrAlreadyExists)
+		return nil, errmark.Mark(fmt.Errorf("mkdir %s: file exists", o.ID), errdefs.ErrAlreadyExists)
 	}
 	r.n++
 	c := &fakeContainer{rt: r, id: o.ID, inc: fmt.Sprintf("inc%d", r.n), procs: map[string]*fakeProcess{}, created: time.Now()}
@@ -316,6 +317,9 @@ func (p *fakeProcess) ExitStatus() (uint32, string) {
 	defer p.mu.Unlock()
 	return p.status, ""
 }
+
+// ExitTime: the fake has no shim to stamp a reap time.
+func (p *fakeProcess) ExitTime() time.Time { return time.Time{} }
 func (p *fakeProcess) Signal(sig syscall.Signal) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -15,6 +15,7 @@ type supMetrics struct {
 	events           metrics.Counter
 	lagged           metrics.Counter
 	retries          metrics.Counter
+	refused          metrics.Counter // requests refused with ResourceExhausted (queue bounds)
 	journalErrors    metrics.Counter
 	taskLatency      metrics.Timer
 	journalAppend    metrics.Timer
@@ -37,6 +38,7 @@ func newMetrics(r metrics.Registry) *supMetrics {
 		events:           metrics.GetOrRegisterCounter("events", r),
 		lagged:           metrics.GetOrRegisterCounter("lagged-subscribers", r),
 		retries:          metrics.GetOrRegisterCounter("work-retries", r),
+		refused:          metrics.GetOrRegisterCounter("requests-refused-busy", r),
 		journalErrors:    metrics.GetOrRegisterCounter("journal-errors", r),
 		taskLatency:      registerTimer("task-latency", r),
 		journalAppend:    registerTimer("journal-append-time", r),

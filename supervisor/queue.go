@@ -2,7 +2,10 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/containerd/errdefs"
 )
 
 // Backoff bounds for work that failed and is retried (an exit whose
@@ -45,6 +48,7 @@ func (s *Supervisor) enqueue(id string, st step) {
 		s.queues[id] = q
 	}
 	q.steps = append(q.steps, st)
+	s.pending++
 	if !q.running {
 		s.runHead(q)
 	}
@@ -85,6 +89,7 @@ func (s *Supervisor) stepDone(q *workQueue, st step, err error) {
 	q.attempt = 0
 	q.steps[0] = step{}
 	q.steps = q.steps[1:]
+	s.pending--
 	if st.apply != nil {
 		st.apply(err)
 	}
@@ -118,4 +123,35 @@ func backoff(attempt int) time.Duration {
 		d = maxBackoff
 	}
 	return d
+}
+
+// maxPending bounds the steps waiting in (or running from) the per-id
+// queues. A client request that would add one more is refused with
+// ResourceExhausted: a flood of creates or checkpoints meets a clear error,
+// not an unbounded queue. Exits never count against it: they have their
+// own lane (exit.go), and the cleanup steps they add are never refused.
+const maxPending = 512
+
+// admit says whether a client request of kind may queue work now.
+func (s *Supervisor) admit(kind string) error {
+	if s.pending < maxPending {
+		return nil
+	}
+	s.m.refused.Inc(1)
+	return fmt.Errorf("daemon busy: %d operations (creates, execs, checkpoints, updates, deletes) already wait for the runtime; %s refused, retry later: %w",
+		s.pending, kind, errdefs.ErrResourceExhausted)
+}
+
+// maxPendingReads bounds the reads (State's pid scans, Stats, checkpoint
+// lists) waiting for the read lane.
+const maxPendingReads = 1024
+
+// admitRead says whether a read request of kind may queue on the read lane.
+func (s *Supervisor) admitRead(kind string) error {
+	if n := s.readLane.load(); n >= maxPendingReads {
+		s.m.refused.Inc(1)
+		return fmt.Errorf("daemon busy: %d State/Stats reads already in progress; %s refused, retry later: %w",
+			n, kind, errdefs.ErrResourceExhausted)
+	}
+	return nil
 }

@@ -24,7 +24,7 @@ func (s *Supervisor) reconcile() {
 			procs = append(procs, p)
 		}
 	}
-	s.workers.submit(func() {
+	s.readLane.submit(func() {
 		for _, p := range procs {
 			if p.State() == runtime.Stopped {
 				s.log.WithField("pid", p.ID()).Warn("reconcile found an exit the monitor did not report")

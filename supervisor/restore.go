@@ -285,6 +285,16 @@ func (s *Supervisor) adoptRetired(c Container, published map[string]bool) {
 			e.execs[p.ID()] = p
 		}
 		s.procs[p] = e
+		// An exec may outlive its retired init (a host-pid exec): it is
+		// watched like any live process, and killed once the init's exit
+		// is handled (killExecs); its real exit comes through the monitor.
+		// Marking it dead would make up a status for a running process.
+		if p.ID() != "init" && p.State() != runtime.Stopped {
+			if err := s.mon.Monitor(p); err != nil {
+				s.log.WithError(err).WithField("container", e.id).Error("cannot monitor restored process")
+			}
+			continue
+		}
 		dead = append(dead, p)
 	}
 	if e.init == nil {

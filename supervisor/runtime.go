@@ -84,6 +84,9 @@ type Process interface {
 	SystemPid() int
 	State() runtime.ProcessState
 	ExitStatus() (status uint32, reason string)
+	// ExitTime is when the shim reaped the process, once ExitStatus is
+	// known; zero when unknown.
+	ExitTime() time.Time
 	Signal(sig syscall.Signal) error
 	Resize(w, h uint32) error
 	CloseStdin() error

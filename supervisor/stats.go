@@ -21,6 +21,10 @@ func (s *Supervisor) CreateCheckpoint(ctx context.Context, id, dir string, o run
 			done(struct{}{}, ErrContainerNotFound)
 			return
 		}
+		if err := s.admit("checkpoint"); err != nil {
+			done(struct{}{}, err)
+			return
+		}
 		s.enqueue(id, step{name: "checkpoint",
 			work:  func(context.Context) error { return e.c.Checkpoint(ctx, dir, o) },
 			apply: func(err error) { done(struct{}{}, err) }})
@@ -52,7 +56,12 @@ func onContainer[T any](ctx context.Context, s *Supervisor, kind, id string, f f
 			done(zero, ErrContainerNotFound)
 			return
 		}
+		if err := s.admitRead(kind); err != nil {
+			var zero T
+			done(zero, err)
+			return
+		}
 		c := e.c
-		s.workers.submit(func() { done(f(c)) })
+		s.readLane.submit(func() { done(f(c)) })
 	})
 }

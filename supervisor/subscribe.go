@@ -7,7 +7,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/supervisor/journal"
 )
 
@@ -59,7 +60,7 @@ func (s *Supervisor) checkRetained(afterSeq uint64) error {
 	if !ok || afterSeq >= oldest.Seq-1 {
 		return nil
 	}
-	return errdefs.Mark(fmt.Errorf("containerd: events after seq %d are no longer retained: the oldest retained is seq %d (raise --retain-count)",
+	return errmark.Mark(fmt.Errorf("containerd: events after seq %d are no longer retained: the oldest retained is seq %d (raise --retain-count)",
 		afterSeq, oldest.Seq), errdefs.ErrFailedPrecondition)
 }
 
@@ -142,7 +143,7 @@ func (sub *Subscription) closeLive() {
 func replayError(err error) error {
 	err = fmt.Errorf("containerd: replaying the journal: %w", err)
 	if errors.Is(err, journal.ErrNotRetained) {
-		return errdefs.Mark(err, errdefs.ErrFailedPrecondition)
+		return errmark.Mark(err, errdefs.ErrFailedPrecondition)
 	}
 	return err
 }

@@ -95,9 +95,16 @@ type Supervisor struct {
 	clock   Clock
 	log     *logrus.Entry
 	m       *supMetrics
-	workers *workerPool // made by New: restore, the loop and Stop all use it
+	workers *workerPool // runtime work: creates, execs, checkpoints, updates, deletes; made by New
+	// exitLane reads exit statuses and retires state dirs, nothing else:
+	// exits never wait behind the runtime work or the readers.
+	exitLane exitLane
+	// readLane runs State's pid scans, Stats and reconcile: reads that must
+	// delay neither exits nor the runtime work.
+	readLane *workerPool
 
 	tasks    chan task
+	urgent   chan task // the exit lane's results: the loop runs them before other tasks
 	stopCh   chan struct{}
 	loopDone chan struct{} // closed when the loop ended, or by Stop when it never ran
 	stopped  chan struct{} // closed when Stop has closed everything
@@ -115,6 +122,7 @@ type Supervisor struct {
 	queues     map[string]*workQueue    // per-id ordered work, outlives the entry
 	subs       map[*subscriber]struct{} // live subscribers
 	outbox     []func()                 // publications and replies waiting for the journal commit
+	pending    int                      // steps in the per-id queues, running or waiting (admit)
 	stopping   bool
 	crash      crashPoint // test-only failpoint, empty in the daemon (failpoint_off.go)
 }
@@ -123,8 +131,8 @@ type Supervisor struct {
 type task func(s *Supervisor)
 
 // phase is where the supervisor is in its life: New, then Start (restore,
-// then the loop), then Stop. A failed Start leaves it stopped-able, never
-// half running.
+// then the loop), then Stop. A failed Start leaves it to Stop, never half
+// running.
 type phase int
 
 const (
@@ -143,7 +151,8 @@ func New(cfg Config) (*Supervisor, error) {
 	cfg.setDefaults()
 	s := &Supervisor{
 		cfg: cfg, rt: cfg.RuntimeImpl, clock: cfg.Clock, log: cfg.Logger,
-		tasks: make(chan task, 2048), stopCh: make(chan struct{}), loopDone: make(chan struct{}),
+		tasks: make(chan task, 2048), urgent: make(chan task, 1024),
+		stopCh: make(chan struct{}), loopDone: make(chan struct{}),
 		stopped: make(chan struct{}), startDone: make(chan struct{}),
 		containers: map[string]*entry{}, procs: map[Process]*entry{},
 		queues: map[string]*workQueue{}, subs: map[*subscriber]struct{}{},
@@ -166,7 +175,9 @@ func New(cfg Config) (*Supervisor, error) {
 		s.mon = m
 	}
 	s.m.watchMonitor(s.mon)
-	s.workers = newWorkerPool(cfg.Workers)
+	s.workers = newWorkerPool(cfg.Workers) // made here: restore, the loop and Stop all use it
+	s.exitLane = newExitLane()
+	s.readLane = newWorkerPool(readWorkers)
 	return s, nil
 }
 
@@ -235,6 +246,8 @@ func (s *Supervisor) Stop() error {
 		close(s.loopDone) // the loop never ran: release whoever waits on it
 	}
 	s.workers.stop()
+	s.exitLane.stop()
+	s.readLane.stop()
 	s.mon.Close()
 	err := s.journal.Close()
 	close(s.stopped)
@@ -246,45 +259,75 @@ func (s *Supervisor) Metrics() metrics.Registry { return s.cfg.Metrics }
 
 func (s *Supervisor) loop() {
 	defer close(s.loopDone)
-	exits, ooms := s.mon.Exits(), s.mon.OOMs()
+	in := &loopInputs{exits: s.mon.Exits(), ooms: s.mon.OOMs()}
 	for {
 		select {
-		case t := <-s.tasks:
+		case t := <-s.urgent: // exits first, whatever else is waiting
 			t(s)
-		case src, ok := <-exits:
-			if !ok {
-				exits = nil // a closed channel would be ready for ever: spin
-				s.monitorGone("exits")
-				continue
+		default:
+			if s.next(in) {
+				s.shutdown()
+				return
 			}
-			s.onExit(src)
-		case id, ok := <-ooms:
-			if !ok {
-				ooms = nil
-				s.monitorGone("OOMs")
-				continue
-			}
-			s.onOOM(id)
-		case <-s.stopCh:
-			s.shutdown()
-			return
 		}
 		s.drain()
 		s.flush()
 	}
 }
 
-// monitorGone logs that the monitor stopped delivering what: from now on
-// exits are found only by the reconcile pass, and OOMs not at all.
-func (s *Supervisor) monitorGone(what string) {
-	s.log.WithField("reconcile_interval", s.cfg.ReconcileInterval).
-		Errorf("the monitor stopped delivering %s; exits are now found only by the periodic reconcile", what)
+// loopInputs are the monitor's channels; one that is closed (the monitor
+// stopped) is set to nil, so the loop blocks on the others instead of
+// spinning on it.
+type loopInputs struct {
+	exits <-chan monitor.ExitSource
+	ooms  <-chan string
 }
 
-// drain runs the tasks already waiting, so their events share one journal
-// commit (group commit) without delaying anyone.
+// next waits for the next task, exit or OOM and runs it; true means stop.
+func (s *Supervisor) next(in *loopInputs) bool {
+	select {
+	case t := <-s.urgent:
+		t(s)
+	case t := <-s.tasks:
+		t(s)
+	case src, ok := <-in.exits:
+		if !ok {
+			s.monitorGone(&in.exits)
+			break
+		}
+		s.onExit(src)
+	case id, ok := <-in.ooms:
+		if !ok {
+			in.ooms = nil
+			break
+		}
+		s.onOOM(id)
+	case <-s.stopCh:
+		return true
+	}
+	return false
+}
+
+// monitorGone handles the close of the monitor's exit channel outside a
+// Stop: no exit notification comes any more, so reconcile, which polls
+// every process, is what finds exits from now on.
+func (s *Supervisor) monitorGone(exits *<-chan monitor.ExitSource) {
+	*exits = nil
+	if !s.stopping {
+		s.log.Error("the exit monitor stopped: exits are found by the reconcile pass only, every " + s.cfg.ReconcileInterval.String())
+	}
+}
+
+// drain runs the tasks already waiting, exits first, so their events share
+// one journal commit (group commit) without delaying anyone.
 func (s *Supervisor) drain() {
 	for i := 0; i < 64; i++ {
+		select {
+		case t := <-s.urgent:
+			t(s)
+			continue
+		default:
+		}
 		select {
 		case t := <-s.tasks:
 			t(s)
@@ -328,6 +371,15 @@ func (s *Supervisor) shutdown() {
 func (s *Supervisor) send(t task) {
 	select {
 	case s.tasks <- t:
+	case <-s.loopDone:
+	}
+}
+
+// sendUrgent is send for the exit lane: the loop runs these before any
+// other task.
+func (s *Supervisor) sendUrgent(t task) {
+	select {
+	case s.urgent <- t:
 	case <-s.loopDone:
 	}
 }

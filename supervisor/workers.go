@@ -12,6 +12,7 @@ type workerPool struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	queue   []job
+	busy    int // jobs queued or running; guarded by mu
 	stopped bool
 	running sync.WaitGroup // jobs taken from the queue and not finished (see wait, failpoint.go)
 }
@@ -32,6 +33,9 @@ func (p *workerPool) work() {
 			return
 		}
 		j()
+		p.mu.Lock()
+		p.busy--
+		p.mu.Unlock()
 		p.running.Done()
 	}
 }
@@ -56,8 +60,16 @@ func (p *workerPool) next() (job, bool) {
 func (p *workerPool) submit(j job) {
 	p.mu.Lock()
 	p.queue = append(p.queue, j)
+	p.busy++
 	p.mu.Unlock()
 	p.cond.Signal()
+}
+
+// load is the number of jobs queued or running.
+func (p *workerPool) load() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.busy
 }
 
 // stop ends the workers after their current job; queued jobs are dropped
@@ -68,3 +80,8 @@ func (p *workerPool) stop() {
 	p.mu.Unlock()
 	p.cond.Broadcast()
 }
+
+// readWorkers is the size of the read lane (State's pid scans, Stats,
+// reconcile): enough to overlap two slow reads, few enough that a crowd of
+// pollers cannot take every CPU from the exit lane and the loop.
+const readWorkers = 2

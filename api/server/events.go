@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/api"
-	"github.com/evjournal/containerd/api/errdefs"
 	"github.com/evjournal/containerd/api/types"
 	"github.com/evjournal/containerd/supervisor"
 	"github.com/evjournal/containerd/supervisor/journal"
@@ -107,10 +107,10 @@ func replayAfter(ts *timestamppb.Timestamp) (time.Time, error) {
 	return t, nil
 }
 
-// eventToProto fills the v0.2 fields and the seq extension. Fields that do
+// eventToProto fills the v0.2 fields and the seq and exitedAt extensions. Fields that do
 // not apply to the event type are zero in the journal and stay so here.
 func eventToProto(ev journal.Event) *types.Event {
-	return &types.Event{
+	p := &types.Event{
 		Type:      ev.Type,
 		Id:        ev.ID,
 		Status:    ev.Status,
@@ -118,4 +118,8 @@ func eventToProto(ev journal.Event) *types.Event {
 		Timestamp: timestamppb.New(ev.Timestamp),
 		Seq:       ev.Seq,
 	}
+	if !ev.ExitedAt.IsZero() {
+		p.ExitedAt = timestamppb.New(ev.ExitedAt)
+	}
+	return p
 }

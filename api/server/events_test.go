@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/api/types"
 	"github.com/evjournal/containerd/supervisor"
 	"google.golang.org/protobuf/types/known/timestamppb"

@@ -164,6 +164,7 @@ func (p *fakeProcess) ID() string                   { return p.id }
 func (p *fakeProcess) SystemPid() int               { return 4242 }
 func (p *fakeProcess) State() runtime.ProcessState  { return runtime.Running }
 func (p *fakeProcess) ExitStatus() (uint32, string) { return 0, "" }
+func (p *fakeProcess) ExitTime() time.Time          { return time.Time{} }
 func (p *fakeProcess) Signal(syscall.Signal) error  { return nil }
 func (p *fakeProcess) Resize(w, h uint32) error     { return nil }
 func (p *fakeProcess) CloseStdin() error            { return nil }

@@ -21,6 +21,9 @@
 //	mkdir DIR         try to make DIR; print "mkdir DIR: ok" or "mkdir DIR: <error>" and go on
 //	                  (the seccomp test denies the syscall and reads which it was)
 //	capeff            print "capeff HEX", the effective capability set from /proc/self/status
+//	flood             write to stdout without end (blocks once nobody reads), until killed
+//	flood-bg          the same in the background, while the next steps run (a process whose
+//	                  exit comes while its output is unread: the exit benchmarks)
 //
 // With no arguments it sleeps until killed.
 package main
@@ -113,11 +116,27 @@ func run(step []string) error {
 		return tryMkdir(first(args))
 	case "capeff":
 		return capEff()
+	case "flood":
+		return flood()
+	case "flood-bg":
+		go flood()
+		return nil
 	case "child-sleep":
 		// used by fork: the children just wait to be killed
 		sleepForever()
 	}
 	return fmt.Errorf("unknown step %q", step[0])
+}
+
+// flood writes to stdout until a write fails: with a client that does not
+// read, it blocks once the pipes are full, as a chatty service would.
+func flood() error {
+	line := []byte(strings.Repeat("x", 1023) + "\n")
+	for {
+		if _, err := os.Stdout.Write(line); err != nil {
+			return err
+		}
+	}
 }
 
 func first(args []string) string {

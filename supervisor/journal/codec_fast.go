@@ -47,6 +47,9 @@ func (d *decoder) decodeFast(b []byte) (Event, bool) {
 	if c.lit(`,"epoch":`) {
 		c.check(decodeEpoch(&ev, c.num()))
 	}
+	if c.lit(`,"exitedAt":`) {
+		c.check(parseTimestamp(c.str(), &ev.ExitedAt))
+	}
 	return ev, c.lit("}") && c.i == len(b)
 }
 
@@ -301,6 +304,13 @@ func encodeFast(buf []byte, ev Event) ([]byte, bool) {
 	}
 	if ev.Epoch != 0 {
 		buf = strconv.AppendUint(append(buf, `,"epoch":`...), uint64(ev.Epoch), 10)
+	}
+	if !ev.ExitedAt.IsZero() {
+		if y := ev.ExitedAt.Year(); y < 0 || y > 9999 {
+			return buf[:start], false
+		}
+		buf = append(buf, `,"exitedAt":"`...)
+		buf = append(ev.ExitedAt.AppendFormat(buf, time.RFC3339Nano), '"')
 	}
 	if !ok {
 		return buf[:start], false

@@ -113,4 +113,8 @@ type Event struct {
 	// time the wall clock is found far behind the previous event (see
 	// epochStepBack). Timestamps strictly increase within an epoch.
 	Epoch uint32 `json:"epoch,omitempty"`
+	// ExitedAt is, for an exit, when the shim reaped the process (its own
+	// clock, as it reported it); zero when unknown (the shim died first).
+	// Timestamp stays the journal's time of the event.
+	ExitedAt time.Time `json:"exitedAt,omitzero"`
 }
