@@ -130,6 +130,7 @@ func (d *daemon) run(cfg config, listeners []net.Listener, stop <-chan os.Signal
 	d.api.SetServing(true)
 	serveErr := serve(d.grpc, listeners)
 	d.log.Info("containerd serving")
+	go trimWhenIdle(ctx, d.registry, d.log)
 	select {
 	case sig := <-stop:
 		deadline := time.Now().Add(shutdownBudget)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/evjournal/containerd/internal/memtrim"
 )
 
 // Bounds of the shim's waits.
@@ -51,7 +53,8 @@ func (s *shim) run(sp *startPipe) int {
 	}
 	sp.started(pid)
 	s.io.runcStderr.stop()
-	debug.FreeOSMemory() // the start's garbage, returned before idling
+	debug.FreeOSMemory()  // the start's garbage, returned before idling
+	memtrim.ReleaseText() // the pages only the start ran: an idle shim maps what it runs
 	return s.wait(exited)
 }
 

@@ -38,6 +38,9 @@ func (s *Supervisor) restore(ctx context.Context) error {
 	facts := s.readJournalFacts(wanted(loads, retired))
 	aside := 0
 	for _, l := range loads {
+		if l.err != nil && ctx.Err() != nil {
+			continue // cut short by Stop: left in place for the next start
+		}
 		if l.timedOut {
 			s.leaveHungLoad(l)
 			continue

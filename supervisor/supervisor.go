@@ -13,7 +13,9 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	metrics "github.com/rcrowley/go-metrics"
@@ -93,7 +95,7 @@ type Supervisor struct {
 	clock   Clock
 	log     *logrus.Entry
 	m       *supMetrics
-	workers *workerPool // runtime work: creates, execs, checkpoints, updates, deletes
+	workers *workerPool // runtime work: creates, execs, checkpoints, updates, deletes; made by New
 	// exitLane reads exit statuses and retires state dirs, nothing else:
 	// exits never wait behind the runtime work or the readers.
 	exitLane exitLane
@@ -104,7 +106,15 @@ type Supervisor struct {
 	tasks    chan task
 	urgent   chan task // the exit lane's results: the loop runs them before other tasks
 	stopCh   chan struct{}
-	loopDone chan struct{}
+	loopDone chan struct{} // closed when the loop ended, or by Stop when it never ran
+	stopped  chan struct{} // closed when Stop has closed everything
+
+	// Start and Stop may run on different goroutines (a stop signal arrives
+	// during restore), so the lifecycle is guarded by lifeMu.
+	lifeMu      sync.Mutex
+	phase       phase              // guarded by lifeMu
+	cancelStart context.CancelFunc // guarded by lifeMu: ends a restore in progress
+	startDone   chan struct{}      // closed when Start returns
 
 	// Owned by the loop.
 	containers map[string]*entry        // live incarnations by id
@@ -120,6 +130,22 @@ type Supervisor struct {
 // task is a function run on the loop goroutine.
 type task func(s *Supervisor)
 
+// phase is where the supervisor is in its life: New, then Start (restore,
+// then the loop), then Stop. A failed Start leaves it to Stop, never half
+// running.
+type phase int
+
+const (
+	phaseNew      phase = iota // made, not started
+	phaseStarting              // Start is restoring
+	phaseFailed                // Start failed: only Stop is left to do
+	phaseRunning               // the loop runs
+	phaseStopped               // Stop was called
+)
+
+// errStarted is Start called a second time (also after a failed one).
+var errStarted = errors.New("supervisor: already started")
+
 // New opens the journal and the monitor. Call Start to restore and run.
 func New(cfg Config) (*Supervisor, error) {
 	cfg.setDefaults()
@@ -127,6 +153,7 @@ func New(cfg Config) (*Supervisor, error) {
 		cfg: cfg, rt: cfg.RuntimeImpl, clock: cfg.Clock, log: cfg.Logger,
 		tasks: make(chan task, 2048), urgent: make(chan task, 1024),
 		stopCh: make(chan struct{}), loopDone: make(chan struct{}),
+		stopped: make(chan struct{}), startDone: make(chan struct{}),
 		containers: map[string]*entry{}, procs: map[Process]*entry{},
 		queues: map[string]*workQueue{}, subs: map[*subscriber]struct{}{},
 	}
@@ -148,42 +175,83 @@ func New(cfg Config) (*Supervisor, error) {
 		s.mon = m
 	}
 	s.m.watchMonitor(s.mon)
+	s.workers = newWorkerPool(cfg.Workers) // made here: restore, the loop and Stop all use it
 	s.exitLane = newExitLane()
 	s.readLane = newWorkerPool(readWorkers)
 	return s, nil
 }
 
 // Start restores the containers found in the state dir (before any request
-// is served), then runs the loop.
+// is served), then runs the loop. A Stop during the restore cuts it short:
+// Start then returns ErrStopped and the loop never runs.
 func (s *Supervisor) Start(ctx context.Context) error {
-	s.workers = newWorkerPool(s.cfg.Workers)
-	if err := s.restore(ctx); err != nil {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.lifeMu.Lock()
+	was := s.phase
+	if was == phaseNew {
+		s.phase, s.cancelStart = phaseStarting, cancel
+	}
+	s.lifeMu.Unlock()
+	switch was {
+	case phaseNew:
+	case phaseStopped:
+		return ErrStopped
+	default:
+		return errStarted
+	}
+	defer close(s.startDone)
+
+	err := s.restore(ctx)
+	if err == nil {
+		s.flush()
+		s.scheduleReconcile()
+	}
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	switch {
+	case s.phase == phaseStopped:
+		return ErrStopped
+	case err != nil:
+		s.phase = phaseFailed
 		return fmt.Errorf("restore: %w", err)
 	}
-	s.flush()
-	s.scheduleReconcile()
+	s.phase = phaseRunning
 	go s.loop()
 	return nil
 }
 
-// Stop ends the loop after the task in hand, commits and closes the journal
-// and ends every subscription. Containers and shims keep running.
+// Stop ends the loop after the task in hand (or a restore in progress),
+// commits and closes the journal and ends every subscription. Containers
+// and shims keep running. It may be called in any phase, also after a
+// failed Start, and more than once.
 func (s *Supervisor) Stop() error {
-	select {
-	case <-s.stopCh:
-		<-s.loopDone
+	s.lifeMu.Lock()
+	was := s.phase
+	s.phase = phaseStopped
+	cancel := s.cancelStart
+	s.lifeMu.Unlock()
+	switch was {
+	case phaseStopped:
+		<-s.stopped
 		return nil
-	default:
+	case phaseStarting:
+		cancel()
+		<-s.startDone
 	}
 	close(s.stopCh)
-	if s.workers != nil {
+	if was == phaseRunning {
 		<-s.loopDone
-		s.workers.stop()
+	} else {
+		close(s.loopDone) // the loop never ran: release whoever waits on it
 	}
+	s.workers.stop()
 	s.exitLane.stop()
 	s.readLane.stop()
 	s.mon.Close()
-	return s.journal.Close()
+	err := s.journal.Close()
+	close(s.stopped)
+	return err
 }
 
 // Metrics is the registry the supervisor reports into.

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -101,5 +103,62 @@ func TestChildrenGetTheDaemonsNofile(t *testing.T) {
 	}
 	if got := strings.Join(saw, ","); !strings.Contains(got, "create") || !strings.Contains(got, "exec") || !strings.Contains(got, "start") {
 		t.Errorf("runtime commands recorded: %q; want create (shim), start (daemon) and exec (shim) among them", got)
+	}
+}
+
+// oomScoreAdj reads /proc/<pid>/oom_score_adj.
+func oomScoreAdj(t *testing.T, pid int) string {
+	t.Helper()
+	return readTrim(t, fmt.Sprintf("/proc/%d/oom_score_adj", pid))
+}
+
+// TestShimOOMScoreAdj: a shim's oom_score_adj is the daemon's + 1 (capped at
+// 1000), so the OOM killer picks a shim before the daemon; the container
+// (its spec sets no process.oomScoreAdj) inherits the shim's. Checked for an
+// init's shim, for an exec's shim, and at the cap; with the value of the
+// shipped unit (OOMScoreAdjust=-999) where the test may lower the daemon's
+// value (CAP_SYS_RESOURCE), else from 500 (raising needs no privilege).
+func TestShimOOMScoreAdj(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	setDaemon := func(v int) error {
+		return os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", d.Pid()), []byte(strconv.Itoa(v)), 0)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := fixture.UniqueID(t)
+	a, b := base+"-a", base+"-b"
+
+	daemon, want := -999, "-998"
+	if err := setDaemon(daemon); errors.Is(err, os.ErrPermission) {
+		t.Logf("cannot lower the daemon's oom_score_adj here (no CAP_SYS_RESOURCE): checking from 500")
+		daemon, want = 500, "501"
+		must(setDaemon(daemon))
+	} else {
+		must(err)
+	}
+	startAndWait(t, d, a, fixture.NewBundle(t))
+	if got := oomScoreAdj(t, shimOf(t, d, a, "init")); got != want {
+		t.Errorf("init's shim under a daemon at %d: oom_score_adj %s, want %s", daemon, got, want)
+	}
+	// runc 1.0.0-rc2 writes the spec's value (0 when unset) itself.
+	if got := oomScoreAdj(t, initPid(t, d, a)); got != want && !fixture.OldRuntime() {
+		t.Errorf("container init: oom_score_adj %s, want the shim's %s", got, want)
+	}
+
+	must(setDaemon(1000))
+	startAndWait(t, d, b, fixture.NewBundle(t))
+	if got := oomScoreAdj(t, shimOf(t, d, b, "init")); got != "1000" {
+		t.Errorf("shim under a daemon at 1000: oom_score_adj %s, want 1000 (the cap)", got)
+	}
+
+	must(setDaemon(100))
+	addProcess(t, d, execReq(a, "e1", "sleep", "forever"))
+	if got := oomScoreAdj(t, shimOf(t, d, a, "e1")); got != "101" {
+		t.Errorf("exec's shim under a daemon at 100: oom_score_adj %s, want 101", got)
 	}
 }
