@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/evjournal/containerd/runtime"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
@@ -35,7 +36,7 @@ func prepareStateDir(dir string, log *logrus.Entry) error {
 		}
 		log.WithField("dir", dir).Warnf("state dir was writable by others (%v): removed group and world write", perm)
 	}
-	return nil
+	return runtime.PrepareRoot(dir)
 }
 
 // lockFileName is the lock held for the daemon's lifetime, inside the state dir.
