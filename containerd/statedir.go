@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/evjournal/containerd/runtime"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
@@ -45,7 +46,7 @@ func prepareDir(dir, what string, mode os.FileMode, log *logrus.Entry) error {
 		}
 		log.WithField("dir", dir).Warnf("%s was writable by others (%v): removed group and world write", what, perm)
 	}
-	return nil
+	return runtime.PrepareRoot(dir)
 }
 
 // lockFileName is the lock held for the daemon's lifetime, inside the state dir.
