@@ -101,6 +101,9 @@ vet:
 # Docker 1.13 wrote them (the runtime matrix of docs/api.md).
 test: build lint
 	$(GO) test -race -count=1 -tags failpoints -timeout 25m ./...
+	for sync in always none; do \
+		SUPERVISOR_JOURNAL_SYNC=$$sync $(GO) test -race -count=1 -tags failpoints -timeout 10m ./supervisor || exit 1; \
+	done
 	RUNC=$(BIN)/runc-rc2 $(GO) test -race -count=1 -timeout 10m ./integration/e2e
 
 # Benchmarks side by side with bare runc (root; about 4 minutes here,

@@ -31,6 +31,9 @@ type fakeRuntime struct {
 	// runc state the fake's "runc list" shows, and what was deleted from it
 	runcOrphans []runtime.RuncContainer
 	runcDeleted []string
+	// loadGate makes Load of an id wait until its channel is closed (a
+	// load that hangs, as on a stuck file system).
+	loadGate map[string]chan struct{}
 	// changed is closed (and replaced) when a worker changes the fake's
 	// state, so tests await work done off the loop instead of polling.
 	changed chan struct{}
@@ -84,6 +87,7 @@ type fakeProcess struct {
 	published bool
 	started   bool
 	killed    bool // signalled with SIGKILL by the supervisor
+	closed    int  // Close calls
 	pid       int
 }
 
@@ -100,6 +104,12 @@ func (r *fakeRuntime) New(o runtime.ContainerOpts) (Container, error) {
 }
 
 func (r *fakeRuntime) Load(root, id string) (Container, error) {
+	r.mu.Lock()
+	gate := r.loadGate[id]
+	r.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c, ok := r.live[id]
@@ -343,7 +353,15 @@ func (p *fakeProcess) ExitPublished() bool {
 	defer p.mu.Unlock()
 	return p.published
 }
-func (p *fakeProcess) Close() error { return nil }
+func (p *fakeProcess) Close() error {
+	p.mu.Lock()
+	p.closed++
+	p.mu.Unlock()
+	p.c.rt.mu.Lock()
+	defer p.c.rt.mu.Unlock()
+	p.c.rt.notifyLocked()
+	return nil
+}
 
 func (p *fakeProcess) MarkStarted() error {
 	p.mu.Lock()

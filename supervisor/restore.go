@@ -41,7 +41,11 @@ func (s *Supervisor) restore(ctx context.Context) error {
 		if l.err != nil && ctx.Err() != nil {
 			continue // cut short by Stop: left in place for the next start
 		}
-		if l.err != nil && !l.timedOut {
+		if l.timedOut {
+			s.leaveHungLoad(l)
+			continue
+		}
+		if l.err != nil {
 			l.c, l.err = s.recoverContainer(l.id, l.err, facts)
 		}
 		if l.err != nil {
@@ -55,9 +59,15 @@ func (s *Supervisor) restore(ctx context.Context) error {
 		}
 		s.adopt(l.c, facts)
 	}
+	present := map[string]bool{}
+	for _, id := range ids {
+		present[id] = true
+	}
 	for _, c := range retired {
 		s.adoptRetired(c, facts.exits)
+		present[c.ID()] = true
 	}
+	s.exitLostContainers(present)
 	s.log.WithFields(map[string]interface{}{
 		"containers": len(ids), "adopted": len(s.containers), "exits_to_replay": s.pendingExits(),
 		"retired": len(retired), "set_aside": aside, "journal_events": s.journal.Len(),
@@ -118,6 +128,15 @@ func (s *Supervisor) loadOne(ctx context.Context, id string) loaded {
 		}
 	}()
 	return loaded{id: id, timedOut: true, err: fmt.Errorf("loading took over %s", restoreTimeout)}
+}
+
+// leaveHungLoad leaves a container whose load timed out where it is: its
+// state may be whole (a stuck file system, say), so it is neither set aside
+// nor recovered; the next start loads it again. Meanwhile it is not
+// supervised, which the log says.
+func (s *Supervisor) leaveHungLoad(l loaded) {
+	s.log.WithField("container", l.id).WithError(l.err).Error("restore: container not adopted now; its state is " +
+		"left in place and loaded again at the next start (its processes run on, unsupervised until then)")
 }
 
 // recoverContainer rebuilds a container that Load could not read (its

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -27,7 +28,11 @@ import (
 
 // Config is the supervisor's configuration; zero values get defaults.
 type Config struct {
-	StateDir     string
+	StateDir string
+	// JournalDir holds the event journal (default StateDir). When it is
+	// another directory, a v0.2 events.log found in StateDir is imported
+	// into it once.
+	JournalDir   string
 	Runtime      string
 	RuntimeArgs  []string
 	Shim         string
@@ -51,6 +56,9 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
+	if c.JournalDir == "" {
+		c.JournalDir = c.StateDir
+	}
 	if c.Runtime == "" {
 		c.Runtime = "runc"
 	}
@@ -92,10 +100,12 @@ type Supervisor struct {
 	rt      Runtime
 	mon     Monitor
 	journal *journal.Journal
-	clock   Clock
-	log     *logrus.Entry
-	m       *supMetrics
-	workers *workerPool // runtime work: creates, execs, checkpoints, updates, deletes; made by New
+	// journalDir is where the journal lives, named in errors.
+	journalDir string
+	clock      Clock
+	log        *logrus.Entry
+	m          *supMetrics
+	workers    *workerPool // runtime work: creates, execs, checkpoints, updates, deletes; made by New
 	// exitLane reads exit statuses and retires state dirs, nothing else:
 	// exits never wait behind the runtime work or the readers.
 	exitLane exitLane
@@ -121,7 +131,11 @@ type Supervisor struct {
 	procs      map[Process]*entry       // every monitored process
 	queues     map[string]*workQueue    // per-id ordered work, outlives the entry
 	subs       map[*subscriber]struct{} // live subscribers
-	outbox     []func()                 // publications and replies waiting for the journal commit
+	outbox     []pending                // events appended, publications and replies waiting for the journal commit
+	held       []pending                // while degraded: events not journaled yet, and what waits behind them
+	heldEvents int                      // events in held
+	heldRetry  time.Duration            // next delay before appending the held events again
+	degraded   *JournalError            // why the journal cannot write; nil when it can
 	pending    int                      // steps in the per-id queues, running or waiting (admit)
 	stopping   bool
 	crash      crashPoint // test-only failpoint, empty in the daemon (failpoint_off.go)
@@ -158,13 +172,16 @@ func New(cfg Config) (*Supervisor, error) {
 		queues: map[string]*workQueue{}, subs: map[*subscriber]struct{}{},
 	}
 	s.m = newMetrics(cfg.Metrics)
-	j, err := journal.Open(cfg.StateDir, journal.Options{
-		RetainCount: cfg.RetainCount, Sync: cfg.SyncPolicy, Logger: cfg.Logger,
-	})
+	opts := journal.Options{RetainCount: cfg.RetainCount, Sync: cfg.SyncPolicy, Logger: cfg.Logger}
+	if cfg.JournalDir != cfg.StateDir {
+		opts.Legacy = filepath.Join(cfg.StateDir, "events.log")
+	}
+	j, err := journal.Open(cfg.JournalDir, adjustJournalOptions(opts))
 	if err != nil {
 		return nil, fmt.Errorf("open event journal: %w", err)
 	}
 	s.journal = j
+	s.journalDir = cfg.JournalDir
 	s.mon = cfg.MonitorImpl
 	if s.mon == nil {
 		m, err := monitor.New(monitor.WithLogger(cfg.Logger))
@@ -338,25 +355,26 @@ func (s *Supervisor) drain() {
 }
 
 // flush commits the journal, then publishes and replies, in that order, so
-// what any subscriber or client saw is on disk.
+// what any subscriber or client saw is on disk. A commit that fails (a full
+// disk, a failed fsync: never retried as if it had succeeded) publishes
+// nothing: the batch is held and the daemon degraded (degraded.go).
 func (s *Supervisor) flush() {
 	if len(s.outbox) == 0 {
 		return
 	}
 	start := time.Now()
-	if err := s.journal.Commit(); err != nil {
-		s.log.WithError(err).Error("journal commit failed; events are published but may not be durable")
-	}
+	err := s.journal.Commit()
 	s.m.journalSync.UpdateSince(start)
+	if err != nil {
+		s.degrade(err)
+		return
+	}
 	out := s.outbox
 	s.outbox = nil
-	for _, f := range out {
-		f()
+	for _, it := range out {
+		s.release(it)
 	}
 }
-
-// afterCommit defers f until the events appended so far are committed.
-func (s *Supervisor) afterCommit(f func()) { s.outbox = append(s.outbox, f) }
 
 func (s *Supervisor) shutdown() {
 	s.stopping = true

@@ -2117,7 +2117,13 @@ type EventsRequest struct {
 	// timestamp, which is then ignored. 0 (the default, and what every v0.2
 	// client sends) means "not set": the timestamp rules above apply
 	// unchanged. Sequence numbers therefore start at 1.
-	AfterSeq      uint64 `protobuf:"varint,5,opt,name=afterSeq,proto3" json:"afterSeq,omitempty"`
+	AfterSeq uint64 `protobuf:"varint,5,opt,name=afterSeq,proto3" json:"afterSeq,omitempty"`
+	// Extension: the Event.journalId that came with the event whose seq is
+	// afterSeq. A seq means something only in its journal: when this is set
+	// and names another journal (the daemon's was lost and recreated), the
+	// request is refused with FailedPrecondition instead of skipping the new
+	// journal's first events. Empty: not checked. Ignored without afterSeq.
+	JournalId     string `protobuf:"bytes,6,opt,name=journalId,proto3" json:"journalId,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2180,6 +2186,13 @@ func (x *EventsRequest) GetAfterSeq() uint64 {
 	return 0
 }
 
+func (x *EventsRequest) GetJournalId() string {
+	if x != nil {
+		return x.JournalId
+	}
+	return ""
+}
+
 type Event struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Type      string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`           // "start-container", "start-process", "exit", "oom", "pause", "resume"
@@ -2192,10 +2205,14 @@ type Event struct {
 	// v0.2 clients ignore it as an unknown field. Pass the last one seen as
 	// EventsRequest.afterSeq to resume without gaps or duplicates.
 	Seq uint64 `protobuf:"varint,7,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Extension: the id of the journal that numbered seq (32 hex digits),
+	// made when the journal was created and kept across restarts. Send it
+	// back as EventsRequest.journalId with afterSeq.
+	JournalId string `protobuf:"bytes,8,opt,name=journalId,proto3" json:"journalId,omitempty"`
 	// Extension (not in v0.2.9): for an "exit", when the shim reaped the
 	// process, by the host's clock; unset when unknown (the shim died before
 	// the reap). timestamp stays the event's journal time. Field 8 is
-	// journal_id.
+	// journalId.
 	ExitedAt      *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=exited_at,json=exitedAt,proto3" json:"exited_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2271,6 +2288,13 @@ func (x *Event) GetSeq() uint64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *Event) GetJournalId() string {
+	if x != nil {
+		return x.JournalId
+	}
+	return ""
 }
 
 func (x *Event) GetExitedAt() *timestamppb.Timestamp {
@@ -3366,21 +3390,23 @@ const file_api_types_api_proto_rawDesc = "" +
 	"\x0eThrottleDevice\x126\n" +
 	"\vblkIODevice\x18\x01 \x01(\v2\x14.types.BlockIODeviceR\vblkIODevice\x12\x12\n" +
 	"\x04rate\x18\x02 \x01(\x04R\x04rate\"\x19\n" +
-	"\x17UpdateContainerResponse\"\x9b\x01\n" +
+	"\x17UpdateContainerResponse\"\xb9\x01\n" +
 	"\rEventsRequest\x128\n" +
 	"\ttimestamp\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x1e\n" +
 	"\n" +
 	"storedOnly\x18\x03 \x01(\bR\n" +
 	"storedOnly\x12\x0e\n" +
 	"\x02id\x18\x04 \x01(\tR\x02id\x12\x1a\n" +
-	"\bafterSeq\x18\x05 \x01(\x04R\bafterSeqJ\x04\b\x01\x10\x02\"\xe0\x01\n" +
+	"\bafterSeq\x18\x05 \x01(\x04R\bafterSeq\x12\x1c\n" +
+	"\tjournalId\x18\x06 \x01(\tR\tjournalIdJ\x04\b\x01\x10\x02\"\xfe\x01\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
 	"\x06status\x18\x03 \x01(\rR\x06status\x12\x10\n" +
 	"\x03pid\x18\x04 \x01(\tR\x03pid\x128\n" +
 	"\ttimestamp\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x10\n" +
-	"\x03seq\x18\a \x01(\x04R\x03seq\x127\n" +
+	"\x03seq\x18\a \x01(\x04R\x03seq\x12\x1c\n" +
+	"\tjournalId\x18\b \x01(\tR\tjournalId\x127\n" +
 	"\texited_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bexitedAtJ\x04\b\x05\x10\x06\"\x8e\x02\n" +
 	"\fNetworkStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
