@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -232,5 +233,54 @@ func assertStoredEqual(t *testing.T, stored, live []journal.Event) {
 		if live[i].Seq == 0 || live[i] != stored[i] {
 			t.Fatalf("event %d: published %+v, journaled %+v", i, live[i], stored[i])
 		}
+	}
+}
+
+// TestStopWhileDegradedReplaysHeldExits: a daemon stopped while an exit is
+// held (never journaled, never marked as published) replays that exit once
+// at its next start, when the journal can write again.
+func TestStopWhileDegradedReplaysHeldExits(t *testing.T) {
+	jdir := smallTmpfs(t, "256k")
+	rt, dir := newFakeRuntime(), t.TempDir()
+	h := newHarnessWith(t, rt, dir, func(c *Config) { c.JournalDir = jdir })
+	a := h.create("a")
+	h.expect("start-container a")
+	filler := fillDisk(t, jdir)
+	// Fill the segment's last page too: creates until one is refused.
+	for i := 0; i < 200; i++ {
+		if _, err := h.s.CreateContainer(context.Background(), CreateRequest{ID: fmt.Sprintf("p%d", i), Bundle: "/b"}); err != nil {
+			checkJournalError(t, err, jdir)
+			break
+		}
+		h.expect(fmt.Sprintf("start-container p%d", i))
+	}
+	h.kill(a.proc("init"), 9)
+	waitGauge(t, h.s, "journal-held-events", 2) // the refused create's start and a's exit
+	h.s.Stop()
+	if a.proc("init").ExitPublished() {
+		t.Fatal("a held exit was marked as published")
+	}
+	must(t, os.Remove(filler))
+
+	h2 := newHarnessWith(t, rt, dir, func(c *Config) { c.JournalDir = jdir })
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ev, err := h2.sub.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("waiting for a's replayed exit: %v", err)
+		}
+		if ev.Type == journal.TypeExit && ev.ID == "a" {
+			break
+		}
+	}
+	var exits int
+	for _, ev := range storedEvents(t, h2.s) {
+		if ev.Type == journal.TypeExit && ev.ID == "a" {
+			exits++
+		}
+	}
+	if exits != 1 {
+		t.Fatalf("a's exit journaled %d times after the restart, want 1", exits)
 	}
 }
