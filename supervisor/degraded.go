@@ -29,11 +29,18 @@ type pending struct {
 // behind them, and are appended again with a backoff until the journal takes
 // them. Requests that would create events are refused (refuseIfDegraded);
 // reads, State, signals and replay keep working. The held queue is bounded by
-// the processes the daemon knows, since none can start while it is degraded.
+// the processes the daemon knows, since none can start while it is degraded,
+// and by maxHeldEvents: past it the loop stops taking exits and OOMs from
+// the monitor (their sources stay readable, the shims' statuses on disk)
+// until the journal writes again.
 const (
-	minHeldRetry = 100 * time.Millisecond
-	maxHeldRetry = 5 * time.Second
+	minHeldRetry  = 100 * time.Millisecond
+	maxHeldRetry  = 5 * time.Second
+	maxHeldEvents = 4096
 )
+
+// heldFull reports whether the held queue is at its bound.
+func (s *Supervisor) heldFull() bool { return s.heldEvents >= maxHeldEvents }
 
 // JournalError is why the daemon is degraded: the journal could not make an
 // event durable. It names the journal and the errno, and is classified as

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/supervisor/journal"
@@ -65,4 +66,49 @@ func TestFsyncFailureHoldsTheBatch(t *testing.T) {
 			assertStoredEqual(t, storedEvents(t, h2.s), live)
 		})
 	}
+}
+
+// TestHeldQueueBounded: while the journal cannot write, the loop holds at
+// most maxHeldEvents events; past that an OOM (or exit) waits in the
+// monitor, and is taken once the held events are journaled.
+func TestHeldQueueBounded(t *testing.T) {
+	var broken atomic.Bool
+	testJournalOptions = func(o journal.Options) journal.Options {
+		return journal.WithSyncFault(o, func() error {
+			if broken.Load() {
+				return syscall.EIO
+			}
+			return nil
+		})
+	}
+	t.Cleanup(func() { testJournalOptions = nil })
+	h := newHarnessWith(t, newFakeRuntime(), t.TempDir(), func(c *Config) {
+		c.SyncPolicy = journal.SyncBatch
+		c.SubscriberBuffer = 2 * maxHeldEvents
+	})
+	h.create("a")
+	h.expect("start-container a")
+	broken.Store(true)
+	for i := 0; i < maxHeldEvents; i++ {
+		h.mon.ooms <- "a"
+	}
+	waitGauge(t, h.s, "journal-held-events", maxHeldEvents)
+	select {
+	case h.mon.ooms <- "a":
+		t.Fatal("the loop took an OOM past the held queue's bound")
+	case <-time.After(100 * time.Millisecond):
+	}
+	broken.Store(false)
+	h.clock.Advance(maxHeldRetry)
+	select {
+	case h.mon.ooms <- "a":
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loop takes no OOM after the held events were journaled")
+	}
+	want := make([]string, maxHeldEvents+1)
+	for i := range want {
+		want[i] = "oom a"
+	}
+	h.expect(want...)
+	waitGauge(t, h.s, "journal-held-events", 0)
 }

@@ -302,18 +302,22 @@ type loopInputs struct {
 
 // next waits for the next task, exit or OOM and runs it; true means stop.
 func (s *Supervisor) next(in *loopInputs) bool {
+	exits, ooms := in.exits, in.ooms
+	if s.heldFull() {
+		exits, ooms = nil, nil // they wait in the monitor until the journal writes (degraded.go)
+	}
 	select {
 	case t := <-s.urgent:
 		t(s)
 	case t := <-s.tasks:
 		t(s)
-	case src, ok := <-in.exits:
+	case src, ok := <-exits:
 		if !ok {
 			s.monitorGone(&in.exits)
 			break
 		}
 		s.onExit(src)
-	case id, ok := <-in.ooms:
+	case id, ok := <-ooms:
 		if !ok {
 			in.ooms = nil
 			break
