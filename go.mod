@@ -12,6 +12,7 @@ tool (
 
 require (
 	github.com/containerd/console v1.0.5
+	github.com/containerd/errdefs v1.0.0
 	github.com/containerd/fifo v1.1.0
 	github.com/containerd/go-runc v1.2.1
 	github.com/coreos/go-systemd/v22 v22.7.0

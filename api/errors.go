@@ -1,5 +1,6 @@
 // Package api is the gRPC edge of the daemon. Errors are classified below it
-// (package errdefs) and turned into gRPC statuses here, in one place.
+// with github.com/containerd/errdefs' sentinels (internal/errmark where a
+// text must stay exact) and turned into gRPC statuses here, in one place.
 package api
 
 import (
@@ -7,28 +8,42 @@ import (
 	"errors"
 	"io/fs"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// classes maps error classes to gRPC codes, first match wins. Sentinels come
-// first; the fs errors keep the codes v0.2.9 gave raw OS errors (docs/api.md
-// 1.4: e.g. "mkdir …: file exists" is AlreadyExists).
-var classes = []struct {
-	class error
-	code  codes.Code
+// classCodes maps the classes errdefs.Resolve returns to gRPC codes, as
+// errdefs' own pkg/errgrpc does. That package is not used: it attaches every
+// error an errmark.Mark wraps as a google.rpc.Status detail (a second copy of
+// the message, with code Unknown) to the reply, and gives raw OS errors
+// Unknown; v0.2.9 sent neither detail nor Unknown for those (docs/api.md 1.4).
+var classCodes = map[error]codes.Code{
+	errdefs.ErrInvalidArgument:    codes.InvalidArgument,
+	errdefs.ErrNotFound:           codes.NotFound,
+	errdefs.ErrAlreadyExists:      codes.AlreadyExists,
+	errdefs.ErrPermissionDenied:   codes.PermissionDenied,
+	errdefs.ErrResourceExhausted:  codes.ResourceExhausted,
+	errdefs.ErrFailedPrecondition: codes.FailedPrecondition,
+	errdefs.ErrConflict:           codes.FailedPrecondition,
+	errdefs.ErrNotModified:        codes.FailedPrecondition,
+	errdefs.ErrAborted:            codes.Aborted,
+	errdefs.ErrOutOfRange:         codes.OutOfRange,
+	errdefs.ErrNotImplemented:     codes.Unimplemented,
+	errdefs.ErrInternal:           codes.Internal,
+	errdefs.ErrUnavailable:        codes.Unavailable,
+	errdefs.ErrDataLoss:           codes.DataLoss,
+	errdefs.ErrUnauthenticated:    codes.Unauthenticated,
+	context.DeadlineExceeded:      codes.DeadlineExceeded,
+	context.Canceled:              codes.Canceled,
+}
+
+// fsCodes keeps the codes v0.2.9 gave raw OS errors (docs/api.md 1.4: e.g.
+// "mkdir …: file exists" is AlreadyExists), for an error of no class.
+var fsCodes = []struct {
+	err  error
+	code codes.Code
 }{
-	{errdefs.ErrNotFound, codes.NotFound},
-	{errdefs.ErrAlreadyExists, codes.AlreadyExists},
-	{errdefs.ErrInvalidArgument, codes.InvalidArgument},
-	{errdefs.ErrFailedPrecondition, codes.FailedPrecondition},
-	{errdefs.ErrUnavailable, codes.Unavailable},
-	{errdefs.ErrDeadlineExceeded, codes.DeadlineExceeded},
-	{errdefs.ErrResourceExhausted, codes.ResourceExhausted},
-	{errdefs.ErrInternal, codes.Internal},
-	{context.Canceled, codes.Canceled},
-	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{fs.ErrNotExist, codes.NotFound},
 	{fs.ErrExist, codes.AlreadyExists},
 	{fs.ErrPermission, codes.PermissionDenied},
@@ -37,7 +52,7 @@ var classes = []struct {
 // ToGRPC converts an error returned below the API into the error a handler
 // returns. The status message is exactly err.Error(): v0.2 clients match on
 // message text only (docs/api.md 1.4 and 3.0), so the text must survive
-// byte for byte. The code comes from the error's class (see classes); an
+// byte for byte. The code comes from the error's class (see Code); an
 // unclassified error gets Unknown, as in v0.2.9.
 //
 // An error that is itself a gRPC status error is returned unchanged. A status
@@ -54,15 +69,19 @@ func ToGRPC(err error) error {
 }
 
 // Code returns the gRPC code ToGRPC gives err: codes.OK for nil, the code of
-// its class, the code of a wrapped status error, or codes.Unknown. It never
-// returns codes.OK for a non-nil error.
+// its errdefs class (the outermost one, errdefs.Resolve), else the code of a
+// raw OS error, else the code of a wrapped status error, or codes.Unknown. It
+// never returns codes.OK for a non-nil error.
 func Code(err error) codes.Code {
 	if err == nil {
 		return codes.OK
 	}
-	for _, c := range classes {
-		if errors.Is(err, c.class) {
-			return c.code
+	if c, ok := classCodes[errdefs.Resolve(err)]; ok {
+		return c
+	}
+	for _, f := range fsCodes {
+		if errors.Is(err, f.err) {
+			return f.code
 		}
 	}
 	var se grpcStatuser

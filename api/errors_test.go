@@ -10,8 +10,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/api/types"
+	"github.com/evjournal/containerd/internal/errmark"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -45,14 +46,15 @@ var toGRPCCases = []struct {
 	msg  string
 }{
 	{"bare NotFound", errdefs.ErrNotFound, codes.NotFound, "not found"},
-	{"marked container not found", errdefs.Mark(errors.New(msgNotFound), errdefs.ErrNotFound), codes.NotFound, msgNotFound},
-	{"wrapped marked", fmt.Errorf("%w", errdefs.Mark(errors.New(msgNotFound), errdefs.ErrNotFound)), codes.NotFound, msgNotFound},
+	{"marked container not found", errmark.Mark(errors.New(msgNotFound), errdefs.ErrNotFound), codes.NotFound, msgNotFound},
+	{"wrapped marked", fmt.Errorf("%w", errmark.Mark(errors.New(msgNotFound), errdefs.ErrNotFound)), codes.NotFound, msgNotFound},
 	{"wrapped with context", fmt.Errorf("container %q: %w", "c1", errdefs.ErrNotFound), codes.NotFound, `container "c1": not found`},
 	{"AlreadyExists", fmt.Errorf("exec %q: %w", "e1", errdefs.ErrAlreadyExists), codes.AlreadyExists, `exec "e1": already exists`},
-	{"InvalidArgument", errdefs.Mark(errors.New(msgStoredOnly), errdefs.ErrInvalidArgument), codes.InvalidArgument, msgStoredOnly},
-	{"FailedPrecondition trailing space", errdefs.Mark(errors.New(msgUnknownStatus), errdefs.ErrFailedPrecondition), codes.FailedPrecondition, msgUnknownStatus},
+	{"InvalidArgument", errmark.Mark(errors.New(msgStoredOnly), errdefs.ErrInvalidArgument), codes.InvalidArgument, msgStoredOnly},
+	{"FailedPrecondition trailing space", errmark.Mark(errors.New(msgUnknownStatus), errdefs.ErrFailedPrecondition), codes.FailedPrecondition, msgUnknownStatus},
 	{"Unavailable", fmt.Errorf("restoring: %w", errdefs.ErrUnavailable), codes.Unavailable, "restoring: unavailable"},
-	{"DeadlineExceeded sentinel", errdefs.Mark(errors.New("containerd: container did not start before the specified timeout"), errdefs.ErrDeadlineExceeded), codes.DeadlineExceeded, "containerd: container did not start before the specified timeout"},
+	{"DeadlineExceeded sentinel", errmark.Mark(errors.New("containerd: container did not start before the specified timeout"), context.DeadlineExceeded), codes.DeadlineExceeded, "containerd: container did not start before the specified timeout"},
+	{"PermissionDenied", fmt.Errorf("x: %w", errdefs.ErrPermissionDenied), codes.PermissionDenied, "x: permission denied"},
 	{"Internal", fmt.Errorf("get all pids for container: %w", errdefs.ErrInternal), codes.Internal, "get all pids for container: internal"},
 	{"context.Canceled", context.Canceled, codes.Canceled, "context canceled"},
 	{"wrapped context.Canceled", fmt.Errorf("wait pid file: %w", context.Canceled), codes.Canceled, "wait pid file: context canceled"},
@@ -60,7 +62,7 @@ var toGRPCCases = []struct {
 	{"mkdir file exists", &fs.PathError{Op: "mkdir", Path: "/run/containerd/c1", Err: syscall.EEXIST}, codes.AlreadyExists, "mkdir /run/containerd/c1: file exists"},
 	{"open no such file", &fs.PathError{Op: "open", Path: "/b/config.json", Err: syscall.ENOENT}, codes.NotFound, "open /b/config.json: no such file or directory"},
 	{"permission", &fs.PathError{Op: "open", Path: "/x", Err: syscall.EACCES}, codes.PermissionDenied, "open /x: permission denied"},
-	{"sentinel wins over fs", errdefs.Mark(&fs.PathError{Op: "open", Path: "/x", Err: syscall.ENOENT}, errdefs.ErrInvalidArgument), codes.InvalidArgument, "open /x: no such file or directory"},
+	{"sentinel wins over fs", errmark.Mark(&fs.PathError{Op: "open", Path: "/x", Err: syscall.ENOENT}, errdefs.ErrInvalidArgument), codes.InvalidArgument, "open /x: no such file or directory"},
 	{"unclassified", errors.New("no such process"), codes.Unknown, "no such process"},
 	{"unclassified errno", syscall.ESRCH, codes.Unknown, "no such process"},
 	{"unclassified wrapped", fmt.Errorf("oci runtime error: %w", errors.New(`exec: "nope": executable file not found in $PATH`)), codes.Unknown, `oci runtime error: exec: "nope": executable file not found in $PATH`},
@@ -156,5 +158,15 @@ func TestToGRPCOverTheWire(t *testing.T) {
 				t.Errorf("client got (%v, %q), want (%v, %q)", s.Code(), s.Message(), tc.code, tc.msg)
 			}
 		})
+	}
+}
+
+// A reply carries the message and the code only: no status details (which
+// errdefs' pkg/errgrpc would add for a marked error, with code Unknown).
+func TestToGRPCNoDetails(t *testing.T) {
+	for _, tc := range toGRPCCases {
+		if s := status.Convert(ToGRPC(tc.err)); len(s.Proto().GetDetails()) != 0 {
+			t.Errorf("%s: reply has details %v", tc.name, s.Proto().GetDetails())
+		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/specs"
 )
 

@@ -13,7 +13,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,14 +54,14 @@ func ReadFile(path string, max int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, errdefs.Mark(err, errdefs.ErrNotFound)
+		return nil, errmark.Mark(err, errdefs.ErrNotFound)
 	case err != nil:
-		return nil, errdefs.Mark(err, errdefs.ErrInvalidArgument)
+		return nil, errmark.Mark(err, errdefs.ErrInvalidArgument)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, errdefs.Mark(err, errdefs.ErrInvalidArgument)
+		return nil, errmark.Mark(err, errdefs.ErrInvalidArgument)
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file (%s): %w", path, fi.Mode().Type(), errdefs.ErrInvalidArgument)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
 )
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os/user"
 	"path/filepath"
@@ -18,6 +20,7 @@ type config struct {
 	logLevel          string
 	logFormat         string
 	stateDir          string // absolute
+	journalDir        string // absolute
 	listen            listenAddr
 	socketGID         int // -1: leave the socket's group alone
 	runtime           string
@@ -51,6 +54,8 @@ func flags() []cli.Flag {
 		&cli.IntFlag{Name: "retain-count", Value: 500, Usage: "number of recent events the journal keeps (0 or less: all)"},
 		&cli.StringFlag{Name: "graphite-address", Usage: "accepted for compatibility; graphite is not supported"},
 		&cli.StringFlag{Name: "journal-sync", Value: "batch", Usage: "when the event journal is fsynced: always, batch or none"},
+		&cli.StringFlag{Name: "journal-dir", Usage: "event journal directory, on persistent storage (default " + defaultJournalDir +
+			" for the default --state-dir, " + journalRoot + "/journal-<state dir>-<hash> for another, so that two daemons never share one)"},
 		&cli.DurationFlag{Name: "reconcile-interval", Value: 10 * time.Second, Usage: "how often container state is checked against the system (0 disables)"},
 		&cli.StringFlag{Name: "metrics-address", Usage: "serve metrics in Prometheus text format at http://ADDRESS/metrics (unauthenticated)"},
 		&cli.StringFlag{Name: "socket-group", Usage: "group (name or gid) that owns the unix socket. " +
@@ -79,6 +84,9 @@ func configFrom(c *cli.Context) (config, error) {
 	}
 	var err error
 	if cfg.stateDir, err = stateDirFlag(c.String("state-dir")); err != nil {
+		return cfg, err
+	}
+	if cfg.journalDir, err = journalDirFlag(c.String("journal-dir"), cfg.stateDir); err != nil {
 		return cfg, err
 	}
 	if cfg.listen, err = parseListen(c.String("listen")); err != nil {
@@ -123,6 +131,43 @@ func stateDirFlag(dir string) (string, error) {
 		return "", fmt.Errorf("--state-dir %q: %w", dir, err)
 	}
 	return abs, nil
+}
+
+// The journal's default places: persistent, unlike the state dir (/run is a
+// tmpfs on systemd hosts), so that history survives a reboot.
+const (
+	defaultStateDir   = "/run/containerd"
+	journalRoot       = "/var/lib/containerd"
+	defaultJournalDir = journalRoot + "/journal"
+)
+
+// journalDirFlag makes --journal-dir absolute, or derives it from the state
+// dir: defaultJournalDir for the default state dir, and for any other a
+// directory of its own named after it (Docker runs a daemon of its own with
+// its own state dir beside the system one: their journals must differ).
+func journalDirFlag(dir, stateDir string) (string, error) {
+	if dir == "" {
+		return derivedJournalDir(stateDir), nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("--journal-dir %q: %w", dir, err)
+	}
+	return abs, nil
+}
+
+// derivedJournalDir is journalRoot/journal-<state dir with / as ->-<8 hex of
+// its SHA-256>: readable, and unique although "/a-b" and "/a/b" read alike.
+func derivedJournalDir(stateDir string) string {
+	if stateDir == defaultStateDir {
+		return defaultJournalDir
+	}
+	name := strings.ReplaceAll(strings.Trim(stateDir, "/"), "/", "-")
+	if len(name) > 100 {
+		name = name[len(name)-100:]
+	}
+	sum := sha256.Sum256([]byte(stateDir))
+	return filepath.Join(journalRoot, "journal-"+name+"-"+hex.EncodeToString(sum[:4]))
 }
 
 // lookupGroup resolves --socket-group: "" is -1 (unchanged), a number is a

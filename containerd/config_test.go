@@ -31,7 +31,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config{
-		logFormat: "text", stateDir: "/run/containerd",
+		logFormat: "text", stateDir: "/run/containerd", journalDir: "/var/lib/containerd/journal",
 		listen:    listenAddr{proto: "unix", addr: "/run/containerd/containerd.sock"},
 		socketGID: -1, runtime: "runc", shim: "containerd-shim", startTimeout: 30 * time.Second,
 		retainCount: 500, syncPolicy: journal.SyncBatch, reconcileInterval: 10 * time.Second,
@@ -48,19 +48,47 @@ func TestFlags(t *testing.T) {
 		"-r", "crun", "--runtime-args", "--root=/a,b", "--runtime-args", "--debug", "--shim", "/bin/shim",
 		"--start-timeout", "5s", "--retain-count", "0", "--journal-sync", "always", "--reconcile-interval", "0",
 		"--metrics-interval", "0m0s", "--metrics-address", ":9100", "--pprof-address", "127.0.0.1:6060",
-		"--socket-group", "0", "--log-format", "json", "-graphite-address", "g:2003")
+		"--socket-group", "0", "--log-format", "json", "-graphite-address", "g:2003", "--journal-dir", "rel/journal")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := config{
 		debug: true, logLevel: "warn", logFormat: "json", stateDir: filepath.Join(wd, "rel/state"),
-		listen: listenAddr{proto: "tcp", addr: "127.0.0.1:0"}, socketGID: 0, runtime: "crun",
+		journalDir: filepath.Join(wd, "rel/journal"),
+		listen:     listenAddr{proto: "tcp", addr: "127.0.0.1:0"}, socketGID: 0, runtime: "crun",
 		runtimeArgs: []string{"--root=/a,b", "--debug"}, shim: "/bin/shim", startTimeout: 5 * time.Second,
 		retainCount: 0, syncPolicy: journal.SyncAlways, metricsAddress: ":9100", pprofAddress: "127.0.0.1:6060",
 		graphiteAddress: "g:2003",
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("flags\n got %+v\nwant %+v", cfg, want)
+	}
+}
+
+// TestDerivedJournalDir: without --journal-dir, the default state dir gets
+// the default journal dir and any other state dir one of its own under the
+// same root, so that two daemons (Docker's beside the system one) never
+// share a journal.
+func TestDerivedJournalDir(t *testing.T) {
+	seen := map[string]string{}
+	for _, state := range []string{"/run/containerd", "/var/run/docker/libcontainerd/containerd", "/a-b", "/a/b", "/run/containerd/"} {
+		cfg, err := parseFlags("--state-dir", state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if filepath.Dir(cfg.journalDir) != "/var/lib/containerd" {
+			t.Errorf("state dir %s: journal dir %s, want one under /var/lib/containerd", state, cfg.journalDir)
+		}
+		if other, dup := seen[cfg.journalDir]; dup && other != cfg.stateDir {
+			t.Errorf("state dirs %s and %s share the journal dir %s", other, cfg.stateDir, cfg.journalDir)
+		}
+		seen[cfg.journalDir] = cfg.stateDir
+	}
+	if cfg, _ := parseFlags("--state-dir", "/run/containerd/"); cfg.journalDir != "/var/lib/containerd/journal" {
+		t.Errorf("default state dir: journal dir %s", cfg.journalDir)
+	}
+	if cfg, _ := parseFlags("--state-dir", "/x", "--journal-dir", "/j"); cfg.journalDir != "/j" {
+		t.Errorf("--journal-dir /j: journal dir %s", cfg.journalDir)
 	}
 }
 

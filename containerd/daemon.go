@@ -30,18 +30,31 @@ const (
 // health (NOT_SERVING), restore through the supervisor, SERVING, serve until
 // SIGINT/SIGTERM, then a hard stop that leaves containers running.
 func run(cfg config, log *logrus.Entry) error {
-	log.WithFields(logrus.Fields{"version": api.Version(), "state-dir": cfg.stateDir, "listen": cfg.listen.String()}).
+	log.WithFields(logrus.Fields{"version": api.Version(), "state-dir": cfg.stateDir, "journal-dir": cfg.journalDir, "listen": cfg.listen.String()}).
 		Info("containerd starting")
 	warnConfig(cfg, log)
 	if err := prepareStateDir(cfg.stateDir, log); err != nil {
 		return err
 	}
-	lock, err := lockStateDir(cfg.stateDir)
+	lock, err := lockDir(cfg.stateDir, "state dir")
 	if err != nil {
 		return err
 	}
 	defer lock.Close()
-	raiseNofile(log)
+	if cfg.journalDir != cfg.stateDir {
+		if err := prepareJournalDir(cfg.journalDir, log); err != nil {
+			return err
+		}
+		jlock, err := lockDir(cfg.journalDir, "journal dir")
+		if err != nil {
+			return err
+		}
+		defer jlock.Close()
+	}
+	// RLIMIT_NOFILE is left alone: the Go runtime raises the daemon's soft
+	// limit itself and restores the original in every process it starts, so
+	// shims, runc and containers get the limits the daemon was started with.
+	// A Setrlimit here would stop that restoring (syscall.Setrlimit).
 	stop := handleSignals(log)
 
 	listeners, err := listen(cfg.listen, cfg.socketGID, log)
@@ -89,6 +102,7 @@ func supervisorConfig(cfg config, registry metrics.Registry, log *logrus.Entry) 
 	}
 	return supervisor.Config{
 		StateDir:          cfg.stateDir,
+		JournalDir:        cfg.journalDir,
 		Runtime:           cfg.runtime,
 		RuntimeArgs:       cfg.runtimeArgs,
 		Shim:              cfg.shim,
@@ -127,6 +141,7 @@ func (d *daemon) run(cfg config, listeners []net.Listener, stop <-chan os.Signal
 	d.api.SetServing(true)
 	serveErr := serve(d.grpc, listeners)
 	d.log.Info("containerd serving")
+	go trimWhenIdle(ctx, d.registry, d.log)
 	select {
 	case sig := <-stop:
 		deadline := time.Now().Add(shutdownBudget)

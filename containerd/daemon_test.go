@@ -55,7 +55,7 @@ type testDaemon struct {
 func startDaemon(t *testing.T, stateDir string, extra ...string) *testDaemon {
 	t.Helper()
 	d := &testDaemon{stateDir: stateDir, sock: filepath.Join(stateDir, "c.sock"), done: make(chan error, 1)}
-	args := append([]string{"--state-dir", stateDir, "--listen", "unix://" + d.sock}, extra...)
+	args := append([]string{"--state-dir", stateDir, "--journal-dir", stateDir + ".journal", "--listen", "unix://" + d.sock}, extra...)
 	d.cmd = exec.Command(daemonBin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = &d.stdout, &d.stderr
 	if err := d.cmd.Start(); err != nil {
@@ -106,12 +106,22 @@ func TestDaemonLifecycle(t *testing.T) {
 	}
 
 	// One daemon per state dir.
-	second := exec.Command(daemonBin, "--state-dir", stateDir, "--listen", "unix://"+filepath.Join(base, "other.sock"))
+	second := exec.Command(daemonBin, "--state-dir", stateDir, "--journal-dir", filepath.Join(base, "other.journal"),
+		"--listen", "unix://"+filepath.Join(base, "other.sock"))
 	var errOut bytes.Buffer
 	second.Stderr = &errOut
 	want := fmt.Sprintf("another containerd is running with state dir %s (pid %d)", stateDir, d.cmd.Process.Pid)
 	if err := second.Run(); err == nil || !strings.Contains(errOut.String(), want) {
 		t.Errorf("second daemon: %v\n%s\nwant %q", err, errOut.String(), want)
+	}
+	// And one per journal dir.
+	second = exec.Command(daemonBin, "--state-dir", filepath.Join(base, "other"), "--journal-dir", stateDir+".journal",
+		"--listen", "unix://"+filepath.Join(base, "other.sock"))
+	errOut.Reset()
+	second.Stderr = &errOut
+	want = fmt.Sprintf("another containerd is running with journal dir %s (pid %d)", stateDir+".journal", d.cmd.Process.Pid)
+	if err := second.Run(); err == nil || !strings.Contains(errOut.String(), want) {
+		t.Errorf("second daemon on the same journal dir: %v\n%s\nwant %q", err, errOut.String(), want)
 	}
 
 	api := types.NewAPIClient(conn)
@@ -167,7 +177,7 @@ func TestDaemonStartupErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			cmd := exec.Command(daemonBin, append([]string{"--state-dir", filepath.Join(base, "s")}, tt.args...)...)
+			cmd := exec.Command(daemonBin, append([]string{"--state-dir", filepath.Join(base, "s"), "--journal-dir", filepath.Join(base, "j")}, tt.args...)...)
 			var out, errOut bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errOut
 			err := cmd.Run()

@@ -33,25 +33,6 @@ func handleSignals(log *logrus.Entry) <-chan os.Signal {
 	return stop
 }
 
-// raiseNofile raises the soft RLIMIT_NOFILE to the hard limit: the daemon
-// holds fifos and sockets for every process it supervises.
-func raiseNofile(log *logrus.Entry) {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		log.WithError(err).Warn("getrlimit NOFILE")
-		return
-	}
-	if rl.Cur >= rl.Max {
-		return
-	}
-	rl.Cur = rl.Max
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		log.WithError(err).Warn("raise RLIMIT_NOFILE")
-		return
-	}
-	log.WithField("nofile", rl.Cur).Debug("raised RLIMIT_NOFILE")
-}
-
 // processSampleInterval is how often the process gauges are refreshed.
 const processSampleInterval = 30 * time.Second
 

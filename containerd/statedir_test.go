@@ -44,7 +44,7 @@ func TestPrepareStateDir(t *testing.T) {
 
 func TestLockStateDir(t *testing.T) {
 	dir := t.TempDir()
-	first, err := lockStateDir(dir)
+	first, err := lockDir(dir, "state dir")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,13 +52,13 @@ func TestLockStateDir(t *testing.T) {
 	if strings.TrimSpace(string(b)) != strconv.Itoa(os.Getpid()) {
 		t.Fatalf("lock file holds %q", b)
 	}
-	_, err = lockStateDir(dir)
+	_, err = lockDir(dir, "state dir")
 	want := "another containerd is running with state dir " + dir + " (pid " + strconv.Itoa(os.Getpid()) + ")"
 	if err == nil || err.Error() != want {
 		t.Fatalf("second lock: %v, want %q", err, want)
 	}
 	first.Close()
-	again, err := lockStateDir(dir)
+	again, err := lockDir(dir, "state dir")
 	if err != nil {
 		t.Fatalf("lock after release: %v", err)
 	}

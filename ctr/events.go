@@ -127,7 +127,9 @@ func followEvents(ctx context.Context, cl *client, req *types.EventsRequest, han
 func resumeAfter(req *types.EventsRequest, ev *types.Event) *types.EventsRequest {
 	next := &types.EventsRequest{Id: req.GetId(), StoredOnly: req.GetStoredOnly()}
 	if ev.GetSeq() > 0 {
-		next.AfterSeq = ev.GetSeq()
+		// With its journal's id: should the daemon's journal be replaced
+		// meanwhile, the resume is refused rather than skipping events.
+		next.AfterSeq, next.JournalId = ev.GetSeq(), ev.GetJournalId()
 	} else {
 		next.Timestamp = ev.GetTimestamp()
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/integration/fixture"
 	"github.com/evjournal/containerd/runtime"
 )

@@ -10,8 +10,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/containerd/errdefs"
 	gorunc "github.com/containerd/go-runc"
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 )
 
 // CheckpointOpts are the settings of a checkpoint (and of a restore from it).
@@ -83,7 +84,7 @@ func (c *Container) Checkpoint(ctx context.Context, dir string, o CheckpointOpts
 func (c *Container) checkpointNew(ctx context.Context, path string, o CheckpointOpts) error {
 	if err := os.Mkdir(path, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return errdefs.Mark(err, errdefs.ErrAlreadyExists)
+			return errmark.Mark(err, errdefs.ErrAlreadyExists)
 		}
 		return fmt.Errorf("container %q: checkpoint: %w", c.rec.ID, err)
 	}
@@ -159,7 +160,7 @@ func (c *Container) Checkpoints(dir string) ([]Checkpoint, error) {
 	dir = c.checkpointDir(dir)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errdefs.Mark(err, errdefs.ErrNotFound)
+		return nil, errmark.Mark(err, errdefs.ErrNotFound)
 	}
 	if err != nil {
 		return nil, err
@@ -210,7 +211,7 @@ func restoreOpts(image string, o CheckpointOpts) (shimCheckpointOpts, error) {
 		var rec checkpointRecord
 		err := readClientJSON(filepath.Join(image, "config.json"), &rec)
 		if errors.Is(err, fs.ErrNotExist) {
-			return shimCheckpointOpts{}, errdefs.Mark(err, errdefs.ErrNotFound)
+			return shimCheckpointOpts{}, errmark.Mark(err, errdefs.ErrNotFound)
 		}
 		if err != nil {
 			return shimCheckpointOpts{}, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)

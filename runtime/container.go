@@ -10,8 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/bundle"
+	"github.com/evjournal/containerd/internal/errmark"
 )
 
 // Defaults for the zero values of ContainerOpts.
@@ -94,7 +95,7 @@ func (c *Container) createDir() error {
 	dir := filepath.Join(c.root, c.rec.ID)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return errdefs.Mark(err, errdefs.ErrAlreadyExists) // "mkdir <Root>/<ID>: file exists"
+			return errmark.Mark(err, errdefs.ErrAlreadyExists) // "mkdir <Root>/<ID>: file exists"
 		}
 		return fmt.Errorf("container %q: %w", c.rec.ID, err)
 	}

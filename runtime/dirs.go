@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/sirupsen/logrus"
 )
 
@@ -39,7 +40,7 @@ func SetAside(root, id, reason string) error {
 	}
 	src := filepath.Join(root, id)
 	if _, err := os.Lstat(src); err != nil {
-		return errdefs.Mark(err, errdefs.ErrNotFound)
+		return errmark.Mark(err, errdefs.ErrNotFound)
 	}
 	if left := liveProcesses(src); len(left) > 0 {
 		logrus.WithFields(logrus.Fields{"container": id, "left_running": strings.Join(left, ", ")}).

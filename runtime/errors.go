@@ -1,18 +1,20 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 )
 
 // The start errors v0.2 clients see byte for byte (docs/api.md 3.0). They are
 // returned unwrapped so their text stays exact.
 var (
 	// ErrStartTimeout: the shim reported nothing within StartTimeout.
-	ErrStartTimeout = errdefs.Mark(errors.New("containerd: container did not start before the specified timeout"), errdefs.ErrDeadlineExceeded)
+	ErrStartTimeout = errmark.Mark(errors.New("containerd: container did not start before the specified timeout"), context.DeadlineExceeded)
 	// ErrShimExited: the shim closed its start pipe without a report.
-	ErrShimExited = errdefs.Mark(errors.New("containerd: shim exited before container process was started"), errdefs.ErrInternal)
+	ErrShimExited = errmark.Mark(errors.New("containerd: shim exited before container process was started"), errdefs.ErrInternal)
 )
 
 // OCIRuntimeError is a failed runc create, exec or restore, as reported by
@@ -34,5 +36,5 @@ func (e *ShimError) Is(target error) bool { return target == errdefs.ErrInternal
 
 // shimNotInstalled is "<shim> not installed on system".
 func shimNotInstalled(shim string) error {
-	return errdefs.Mark(errors.New(shim+" not installed on system"), errdefs.ErrInternal)
+	return errmark.Mark(errors.New(shim+" not installed on system"), errdefs.ErrInternal)
 }

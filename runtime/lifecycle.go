@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 )
 
 // shimExitTimeout bounds how long Delete waits for the shims of a container

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/integration/fixture"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/specs"

@@ -8,7 +8,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/specs"
 	"golang.org/x/sys/unix"
 )
@@ -110,11 +111,11 @@ func (p *Process) State() ProcessState {
 // pid now names another process, gives "no such process" (ErrNotFound).
 func (p *Process) Signal(sig syscall.Signal) error {
 	if p.State() == Stopped {
-		return errdefs.Mark(errNoProcess, errdefs.ErrNotFound)
+		return errmark.Mark(errNoProcess, errdefs.ErrNotFound)
 	}
 	err := signalVerified(p.pid, p.startTime, sig)
 	if err == errNoProcess {
-		return errdefs.Mark(errNoProcess, errdefs.ErrNotFound)
+		return errmark.Mark(errNoProcess, errdefs.ErrNotFound)
 	}
 	return err
 }

@@ -2,10 +2,12 @@ package runtime
 
 import (
 	"encoding/json"
-	"github.com/evjournal/containerd/bundle"
+	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/evjournal/containerd/bundle"
 	"github.com/evjournal/containerd/specs"
 )
 
@@ -125,3 +127,14 @@ func retiredName(id, incarnation string) string { return id + "." + incarnation 
 func retiredDir(root string) string { return filepath.Join(root, ".retired") }
 
 func asideDir(root string) string { return filepath.Join(root, ".aside") }
+
+// PrepareRoot makes what Root needs before any container: the dir retired
+// containers are renamed into. Made at the daemon's start, so retiring a
+// container (which frees its id and must precede its exit event) is a
+// rename only, even on a full file system.
+func PrepareRoot(root string) error {
+	if err := os.MkdirAll(retiredDir(root), 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	return nil
+}

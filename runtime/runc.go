@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/containerd/errdefs"
 	gorunc "github.com/containerd/go-runc"
-	"github.com/evjournal/containerd/api/errdefs"
 	"github.com/evjournal/containerd/bundle"
 	"github.com/evjournal/containerd/specs"
 )

@@ -17,7 +17,11 @@ import (
 )
 
 // shimProc is a shim this daemon started: its pid and a pidfd to signal and
-// reap it without racing pid reuse.
+// reap it without racing pid reuse. Not os.Process, though it holds a pidfd
+// too (Go >= 1.23): its Wait blocks without a bound, so each live shim would
+// need a goroutine parked in it for days, while the daemon reaps a shim only
+// once its exit is known, with a bounded non-blocking waitid on the pidfd
+// that also gives the signal that killed it (reapPidfdSignal).
 type shimProc struct {
 	pid   int
 	pidfd int

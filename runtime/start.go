@@ -9,8 +9,9 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/bundle"
+	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/specs"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -71,7 +72,7 @@ func (c *Container) Exec(ctx context.Context, pid string, spec specs.ProcessSpec
 	}
 	if pid == initID {
 		path := filepath.Join(c.Dir(), initID)
-		return nil, errdefs.Mark(&fs.PathError{Op: "mkdir", Path: path, Err: syscall.EEXIST}, errdefs.ErrAlreadyExists)
+		return nil, errmark.Mark(&fs.PathError{Op: "mkdir", Path: path, Err: syscall.EEXIST}, errdefs.ErrAlreadyExists)
 	}
 	rec := c.newRecord(spec, stdio)
 	rec.Exec = true
@@ -141,7 +142,7 @@ func (c *Container) mkProcessDir(id string) (string, error) {
 	dir := filepath.Join(c.dirLocked(), id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return "", errdefs.Mark(err, errdefs.ErrAlreadyExists) // "mkdir <Root>/<ID>/<pid>: file exists"
+			return "", errmark.Mark(err, errdefs.ErrAlreadyExists) // "mkdir <Root>/<ID>/<pid>: file exists"
 		}
 		return "", fmt.Errorf("container %q: %w", c.rec.ID, err)
 	}
@@ -171,11 +172,19 @@ func (c *Container) prepareProcess(dir, id string, rec processRecord) (*Process,
 // close the fds and remove the process dir.
 func (p *Process) abortStart(ctx context.Context, sp *shimProc) {
 	log := logrus.WithFields(logrus.Fields{"container": p.c.ID(), "pid": p.id})
+	exec := -1
+	if p.rec.Exec {
+		// Pinned while the shim lives: its descendants are still known.
+		var err error
+		if exec, err = pinStartedExec(p.dir(), sp); err != nil {
+			log.WithError(err).Warn("failed start: the exec runc may have started is not killed: its identity cannot be verified")
+		}
+	}
 	if sp != nil {
 		sp.kill()
 	}
 	if p.rec.Exec {
-		p.killStartedExec()
+		killPinned(exec)
 	} else if err := p.c.deleteRuncState(context.WithoutCancel(ctx)); err != nil {
 		log.WithError(err).Warn("failed start: runc delete")
 	}
@@ -183,19 +192,4 @@ func (p *Process) abortStart(ctx context.Context, sp *shimProc) {
 	if err := os.RemoveAll(p.dir()); err != nil {
 		log.WithError(err).Warn("failed start: remove process dir")
 	}
-}
-
-// killStartedExec kills an exec process runc started before the start
-// failed (e.g. the report timed out after `runc exec -d` wrote the pid file).
-func (p *Process) killStartedExec() {
-	dir := p.dir()
-	pid, _ := readPid(filepath.Join(dir, pidFile))
-	if pid == 0 {
-		return
-	}
-	start, _ := readOptionalUint(filepath.Join(dir, startTimeFile))
-	if start == 0 {
-		start, _ = processStartTime(pid) // written by runc moments ago
-	}
-	signalVerified(pid, start, syscall.SIGKILL)
 }

@@ -3,7 +3,7 @@ package runtime
 import (
 	"fmt"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 )
 
 // MaxIDLength bounds container ids, exec ids and checkpoint names, so a path

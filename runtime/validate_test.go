@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 )
 
 func TestValidateID(t *testing.T) {

@@ -121,6 +121,9 @@ func setup(argv []string, log *logger) (*shim, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, wrap("set child subreaper", err)
 	}
+	if err := adjustOOMScore(); err != nil {
+		log.warn("oom_score_adj: " + err.Error() + " (the shim keeps the daemon's)")
+	}
 	dir, err := os.Getwd()
 	if err != nil {
 		return nil, err

@@ -13,9 +13,10 @@ import (
 	"github.com/evjournal/containerd/integration/fixture"
 )
 
-// The test binary doubles as two helper programs, chosen by environment:
-// a launcher (a stand-in for the daemon, killed while its shim lives on) and
-// a child that exits with a given status (for the reaper tests).
+// The test binary doubles as helper programs, chosen by environment: a
+// launcher (a stand-in for the daemon, killed while its shim lives on), a
+// child that exits with a given status (for the reaper tests), and the
+// pid-reuse scenario of TestUndoSparesReusedPid (undo_test.go).
 const (
 	launcherEnv = "SHIM_TEST_LAUNCHER"
 	exitEnv     = "SHIM_TEST_EXIT"
@@ -28,6 +29,9 @@ func TestMain(m *testing.M) {
 	if code := os.Getenv(exitEnv); code != "" {
 		n, _ := strconv.Atoi(code)
 		os.Exit(n)
+	}
+	if os.Getenv(undoReuseEnv) == "1" {
+		os.Exit(undoReuseHelper())
 	}
 	fixture.Main(m)
 }

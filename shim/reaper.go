@@ -60,13 +60,6 @@ func (r *reaper) loop() {
 	}
 }
 
-// close stops the loop (for tests; the shim's reaper lives as long as it).
-func (r *reaper) close() {
-	signal.Stop(r.sigs)
-	close(r.stop)
-	<-r.done
-}
-
 // start runs the program at path with argv and attr, and returns its pid
 // and the channel that will get its wait status.
 func (r *reaper) start(path string, argv []string, attr *syscall.ProcAttr) (int, <-chan unix.WaitStatus, error) {
@@ -91,6 +84,19 @@ func (r *reaper) watchLocked(pid int) chan unix.WaitStatus {
 	ch := make(chan unix.WaitStatus, 1)
 	r.waiters[pid] = ch
 	return ch
+}
+
+// signal sends sig to pid, a child claimed or started through the reaper,
+// only while it is not reaped yet: the loop reaps only with mu held, so
+// until then pid still names that child (a zombie at worst), and once it is
+// reaped the pid may name any process. It reports whether sig was sent.
+func (r *reaper) signal(pid int, sig unix.Signal) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, waited := r.waiters[pid]; !waited {
+		return false
+	}
+	return unix.Kill(pid, sig) == nil
 }
 
 // reapAll ends the selective phase: from now on every child is reaped,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/signal"
 	"strconv"
 	"syscall"
 	"testing"
@@ -112,4 +113,11 @@ func procState(pid int) string {
 	}
 	st, _ := statField(data, 3)
 	return st
+}
+
+// close stops the loop (the shim's own reaper lives as long as the shim).
+func (r *reaper) close() {
+	signal.Stop(r.sigs)
+	close(r.stop)
+	<-r.done
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -103,5 +104,19 @@ func TestRuncArgvWithoutLog(t *testing.T) {
 	want := []string{"crun-ish", "--root", "/r", "create", "--bundle", "/b", "--pid-file", "/s/c1/init/pid", "c1"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+// TestRuntimeEnv: runc does not inherit the GOMAXPROCS=1 the daemon gives
+// the shim; everything else of the shim's environment it does.
+func TestRuntimeEnv(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "1")
+	t.Setenv("SHIM_TEST_KEEP", "yes")
+	env := strings.Join(runtimeEnv(), "\n")
+	if strings.Contains(env, "GOMAXPROCS=") {
+		t.Errorf("runc's environment has GOMAXPROCS: %q", env)
+	}
+	if !strings.Contains(env, "SHIM_TEST_KEEP=yes") {
+		t.Errorf("runc's environment lost the shim's other variables: %q", env)
 	}
 }

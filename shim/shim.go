@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/evjournal/containerd/internal/memtrim"
 )
 
 // Bounds of the shim's waits.
@@ -51,7 +53,8 @@ func (s *shim) run(sp *startPipe) int {
 	}
 	sp.started(pid)
 	s.io.runcStderr.stop()
-	debug.FreeOSMemory() // the start's garbage, returned before idling
+	debug.FreeOSMemory()  // the start's garbage, returned before idling
+	memtrim.ReleaseText() // the pages only the start ran: an idle shim maps what it runs
 	return s.wait(exited)
 }
 
@@ -174,7 +177,7 @@ func (s *shim) adopt() (int, <-chan unix.WaitStatus, error) {
 // so a failed start leaves nothing running; it returns err.
 func (s *shim) undo(pid int, err error) error {
 	if pid > 0 {
-		unix.Kill(pid, unix.SIGKILL)
+		s.reaper.signal(pid, unix.SIGKILL) // not once reaped: the pid may be reused
 	}
 	if !s.cfg.Exec {
 		del := globalArgs(s.cfg, s.dir)

@@ -20,7 +20,7 @@ func (s *shim) runWait(argv []string, stdio [3]int) (unix.WaitStatus, error) {
 	}
 	attr := &syscall.ProcAttr{
 		Dir:   s.bundle,
-		Env:   os.Environ(),
+		Env:   runtimeEnv(),
 		Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
 		Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 	}
@@ -29,6 +29,21 @@ func (s *shim) runWait(argv []string, stdio [3]int) (unix.WaitStatus, error) {
 		return 0, wrap("start "+path, err)
 	}
 	return <-done, nil
+}
+
+// runtimeEnv is the shim's environment without the GOMAXPROCS=1 the daemon
+// gives the shim (a memory measure for a process that idles): runc, and the
+// `runc init` it starts inside the container, run as they would from a
+// shell, with every CPU.
+func runtimeEnv() []string {
+	env := os.Environ()
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "GOMAXPROCS=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // runQuiet runs argv with /dev/null as stdio and fails unless it exits 0.

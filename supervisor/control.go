@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"syscall"
 
 	"github.com/evjournal/containerd/supervisor/journal"
@@ -83,15 +84,25 @@ func (s *Supervisor) startUpdate(ctx context.Context, r UpdateRequest, done func
 		done(struct{}{}, err)
 		return
 	}
+	if evType != "" {
+		if err := s.refuseIfDegraded(); err != nil {
+			done(struct{}{}, err)
+			return
+		}
+	}
 	s.enqueue(r.ID, step{
 		name: "update",
 		work: func(context.Context) error { return work(ctx) },
 		apply: func(err error) {
-			if err == nil && evType != "" && !e.removed {
-				e.status = newStatus
-				s.emit(s.event(evType, e, "", 0))
+			if err != nil || evType == "" || e.removed {
+				done(struct{}{}, err)
+				return
 			}
-			s.afterCommit(func() { done(struct{}{}, err) })
+			e.status = newStatus
+			s.emit(s.event(evType, e, "", 0))
+			s.replyAfterCommit(func() { done(struct{}{}, nil) }, func(err error) {
+				done(struct{}{}, fmt.Errorf("container %q is now %s but its %s event cannot be journaled yet: %w", e.id, newStatus, evType, err))
+			})
 		},
 	})
 }

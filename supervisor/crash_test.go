@@ -23,7 +23,7 @@ func TestRestoreCrashAtEachStep(t *testing.T) {
 			dir := t.TempDir()
 			rt, _, _ := restoreScenario(t, dir)
 			crashing := newFakeMonitor()
-			s, err := New(Config{StateDir: dir, RuntimeImpl: rt, MonitorImpl: crashing, Clock: newFakeClock(),
+			s, err := New(Config{StateDir: dir, SyncPolicy: testSync, RuntimeImpl: rt, MonitorImpl: crashing, Clock: newFakeClock(),
 				ReconcileInterval: -1})
 			must(t, err)
 			s.crash.crashAfter(k)

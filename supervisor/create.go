@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"syscall"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/monitor"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor/journal"
@@ -43,9 +45,13 @@ func (s *Supervisor) logRejected(r CreateRequest, err error) {
 // startCreate reserves the id in the loop, then runs the slow part on a
 // worker, behind any pending work (a delete) of an old incarnation.
 func (s *Supervisor) startCreate(ctx context.Context, r CreateRequest, done func(ContainerInfo, error)) {
+	if err := s.refuseIfDegraded(); err != nil {
+		done(ContainerInfo{}, err)
+		return
+	}
 	if _, ok := s.containers[r.ID]; ok {
 		err := fmt.Errorf("mkdir %s: file exists", filepath.Join(s.cfg.StateDir, r.ID))
-		done(ContainerInfo{}, errdefs.Mark(err, errdefs.ErrAlreadyExists))
+		done(ContainerInfo{}, errmark.Mark(err, errdefs.ErrAlreadyExists))
 		return
 	}
 	if err := s.admit("create"); err != nil {
@@ -192,8 +198,13 @@ func (s *Supervisor) finishCreate(e *entry, c Container, p Process, err error, d
 		s.log.WithError(err).WithField("container", e.id).Error("cannot monitor init; reconcile will find its exit")
 	}
 	info := e.info()
+	s.replyAfterCommit(func() { done(info, nil) }, func(err error) {
+		// The client is told the create failed: make it so. The exit
+		// and the start-container are journaled once the journal can.
+		p.Signal(syscall.SIGKILL)
+		done(ContainerInfo{}, fmt.Errorf("container %q started but its start-container event cannot be journaled, so it is killed: %w", e.id, err))
+	})
 	s.afterCommit(func() {
-		done(info, nil)
 		s.enqueue(e.id, step{name: "mark-started", retry: true, work: func(context.Context) error { return c.MarkStarted() }})
 	})
 }

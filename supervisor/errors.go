@@ -5,19 +5,20 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 )
 
 // Errors whose texts v0.2 clients match byte for byte (docs/api.md 3.0).
 var (
-	ErrContainerNotFound = errdefs.Mark(errors.New("containerd: container not found"), errdefs.ErrNotFound)
-	ErrProcessNotFound   = errdefs.Mark(errors.New("containerd: process not found for container"), errdefs.ErrNotFound)
+	ErrContainerNotFound = errmark.Mark(errors.New("containerd: container not found"), errdefs.ErrNotFound)
+	ErrProcessNotFound   = errmark.Mark(errors.New("containerd: process not found for container"), errdefs.ErrNotFound)
 	// The trailing space is part of the v0.2 message.
-	ErrUnknownContainerStatus = errdefs.Mark(errors.New("containerd: unknown container status "), errdefs.ErrInvalidArgument)
-	ErrContainerNotRunning    = errdefs.Mark(errors.New("containerd: container not running"), errdefs.ErrFailedPrecondition)
-	ErrStoredOnlyNeedsTime    = errdefs.Mark(errors.New("invalid parameter: StoredOnly cannot be specified without setting a valid Timestamp"), errdefs.ErrInvalidArgument)
+	ErrUnknownContainerStatus = errmark.Mark(errors.New("containerd: unknown container status "), errdefs.ErrInvalidArgument)
+	ErrContainerNotRunning    = errmark.Mark(errors.New("containerd: container not running"), errdefs.ErrFailedPrecondition)
+	ErrStoredOnlyNeedsTime    = errmark.Mark(errors.New("invalid parameter: StoredOnly cannot be specified without setting a valid Timestamp"), errdefs.ErrInvalidArgument)
 	// ErrStopped is returned to requests that arrive while the supervisor shuts down.
-	ErrStopped = errdefs.Mark(errors.New("containerd: supervisor is stopping"), errdefs.ErrUnavailable)
+	ErrStopped = errmark.Mark(errors.New("containerd: supervisor is stopping"), errdefs.ErrUnavailable)
 )
 
 // LagError ends a subscription whose client did not keep up. It names the

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"syscall"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor/journal"
 )
@@ -21,6 +23,10 @@ func (s *Supervisor) Exec(ctx context.Context, r ExecRequest) (int, error) {
 }
 
 func (s *Supervisor) startExec(ctx context.Context, r ExecRequest, done func(int, error)) {
+	if err := s.refuseIfDegraded(); err != nil {
+		done(0, err)
+		return
+	}
 	e, ok := s.containers[r.ID]
 	if !ok {
 		done(0, ErrContainerNotFound)
@@ -32,7 +38,7 @@ func (s *Supervisor) startExec(ctx context.Context, r ExecRequest, done func(int
 	}
 	if _, taken := e.process(r.Pid); taken || e.reserved[r.Pid] || r.Pid == "init" {
 		err := fmt.Errorf("mkdir %s: file exists", filepath.Join(s.cfg.StateDir, r.ID, r.Pid))
-		done(0, errdefs.Mark(err, errdefs.ErrAlreadyExists))
+		done(0, errmark.Mark(err, errdefs.ErrAlreadyExists))
 		return
 	}
 	if err := s.admit("exec"); err != nil {
@@ -69,8 +75,11 @@ func (s *Supervisor) finishExec(e *entry, pid string, p Process, err error, done
 		s.log.WithError(err).WithField("container", e.id).Error("cannot monitor exec; reconcile will find its exit")
 	}
 	syspid := p.SystemPid()
+	s.replyAfterCommit(func() { done(syspid, nil) }, func(err error) {
+		p.Signal(syscall.SIGKILL) // the client is told the exec failed: make it so
+		done(0, fmt.Errorf("process %q of container %q started but its start-process event cannot be journaled, so it is killed: %w", pid, e.id, err))
+	})
 	s.afterCommit(func() {
-		done(syspid, nil)
 		s.enqueue(e.id, step{name: "mark-exec-started", retry: true, work: func(context.Context) error { return p.MarkStarted() }})
 	})
 }

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 )
 
 // awaitArmed waits until the supervisor arms a timer of d (others, such as

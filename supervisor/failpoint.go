@@ -2,6 +2,19 @@
 
 package supervisor
 
+import "github.com/evjournal/containerd/supervisor/journal"
+
+// testJournalOptions, when a test sets it, changes the journal's options
+// before New opens it (journal.WithSyncFault, say). Tests only.
+var testJournalOptions func(journal.Options) journal.Options
+
+func adjustJournalOptions(o journal.Options) journal.Options {
+	if testJournalOptions != nil {
+		return testJournalOptions(o)
+	}
+	return o
+}
+
 // crashPoint, in tests built with -tags failpoints, freezes all work once a
 // given number of events were journaled, as if the daemon died right then:
 // no further step starts (steps already running finish). The daemon is built

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/monitor"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/specs"
@@ -33,6 +34,9 @@ type fakeRuntime struct {
 	// runc state the fake's "runc list" shows, and what was deleted from it
 	runcOrphans []runtime.RuncContainer
 	runcDeleted []string
+	// loadGate makes Load of an id wait until its channel is closed (a
+	// load that hangs, as on a stuck file system).
+	loadGate map[string]chan struct{}
 	// changed is closed (and replaced) when a worker changes the fake's
 	// state, so tests await work done off the loop instead of polling.
 	changed chan struct{}
@@ -87,6 +91,7 @@ type fakeProcess struct {
 	started   bool
 	killed    bool // signalled with SIGKILL by the supervisor
 	kills     int  // how many times
+	closed    int  // Close calls
 	pid       int
 }
 
@@ -94,7 +99,7 @@ func (r *fakeRuntime) New(o runtime.ContainerOpts) (Container, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.live[o.ID]; ok {
-		return nil, errdefs.Mark(fmt.Errorf("mkdir %s: file exists", o.ID), errdefs.ErrAlreadyExists)
+		return nil, errmark.Mark(fmt.Errorf("mkdir %s: file exists", o.ID), errdefs.ErrAlreadyExists)
 	}
 	r.n++
 	c := &fakeContainer{rt: r, id: o.ID, inc: fmt.Sprintf("inc%d", r.n), procs: map[string]*fakeProcess{}, created: time.Now()}
@@ -103,6 +108,12 @@ func (r *fakeRuntime) New(o runtime.ContainerOpts) (Container, error) {
 }
 
 func (r *fakeRuntime) Load(root, id string) (Container, error) {
+	r.mu.Lock()
+	gate := r.loadGate[id]
+	r.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c, ok := r.live[id]
@@ -353,7 +364,15 @@ func (p *fakeProcess) ExitPublished() bool {
 	defer p.mu.Unlock()
 	return p.published
 }
-func (p *fakeProcess) Close() error { return nil }
+func (p *fakeProcess) Close() error {
+	p.mu.Lock()
+	p.closed++
+	p.mu.Unlock()
+	p.c.rt.mu.Lock()
+	defer p.c.rt.mu.Unlock()
+	p.c.rt.notifyLocked()
+	return nil
+}
 
 func (p *fakeProcess) MarkStarted() error {
 	p.mu.Lock()

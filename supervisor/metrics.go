@@ -17,6 +17,8 @@ type supMetrics struct {
 	retries          metrics.Counter
 	refused          metrics.Counter // requests refused with ResourceExhausted (queue bounds)
 	journalErrors    metrics.Counter
+	degraded         metrics.Gauge // 1 while the journal cannot write
+	held             metrics.Gauge // events waiting for the journal
 	taskLatency      metrics.Timer
 	journalAppend    metrics.Timer
 	journalSync      metrics.Timer
@@ -40,6 +42,8 @@ func newMetrics(r metrics.Registry) *supMetrics {
 		retries:          metrics.GetOrRegisterCounter("work-retries", r),
 		refused:          metrics.GetOrRegisterCounter("requests-refused-busy", r),
 		journalErrors:    metrics.GetOrRegisterCounter("journal-errors", r),
+		degraded:         metrics.GetOrRegisterGauge("journal-degraded", r),
+		held:             metrics.GetOrRegisterGauge("journal-held-events", r),
 		taskLatency:      registerTimer("task-latency", r),
 		journalAppend:    registerTimer("journal-append-time", r),
 		journalSync:      registerTimer("journal-sync-time", r),

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 )
 
 // Backoff bounds for work that failed and is retried (an exit whose

@@ -14,7 +14,24 @@ import (
 
 	"github.com/evjournal/containerd/integration/fixture"
 	"github.com/evjournal/containerd/specs"
+	"github.com/evjournal/containerd/supervisor/journal"
 )
+
+// testSync is the journal sync policy of every supervisor the tests start
+// ($SUPERVISOR_JOURNAL_SYNC, default batch): `make test` runs this package
+// under each policy, so ordering, replay + live hand-off and subscribers
+// are checked under all three.
+var testSync = func() journal.SyncPolicy {
+	v := os.Getenv("SUPERVISOR_JOURNAL_SYNC")
+	if v == "" {
+		return journal.SyncBatch
+	}
+	p, err := journal.ParseSyncPolicy(v)
+	if err != nil {
+		panic("SUPERVISOR_JOURNAL_SYNC: " + err.Error())
+	}
+	return p
+}()
 
 func TestMain(m *testing.M) {
 	if os.Getenv(daemonRoleEnv) != "" {
@@ -45,7 +62,7 @@ func runDaemonRole() {
 	if err := json.Unmarshal([]byte(os.Getenv(daemonRoleEnv)), &sc); err != nil {
 		panic(err)
 	}
-	s, err := New(Config{StateDir: sc.StateDir, Runtime: sc.Runc, RuntimeArgs: []string{"--root", sc.RuncRoot}, Shim: sc.Shim})
+	s, err := New(Config{StateDir: sc.StateDir, SyncPolicy: testSync, Runtime: sc.Runc, RuntimeArgs: []string{"--root", sc.RuncRoot}, Shim: sc.Shim})
 	if err != nil {
 		panic(err)
 	}
@@ -90,7 +107,7 @@ func newRealEnv(t *testing.T) *realEnv {
 }
 
 func (env *realEnv) config() Config {
-	return Config{StateDir: env.stateDir, Runtime: fixture.Runc(env.t), RuntimeArgs: []string{"--root", env.runcRoot},
+	return Config{StateDir: env.stateDir, SyncPolicy: testSync, Runtime: fixture.Runc(env.t), RuntimeArgs: []string{"--root", env.runcRoot},
 		Shim: fixture.Shim(env.t), StartTimeout: 20 * time.Second}
 }
 

@@ -18,7 +18,7 @@ func TestRejectedCreateIsLogged(t *testing.T) {
 	logger, hook := logtest.NewNullLogger()
 	rt := newFakeRuntime()
 	rt.failStart = errors.New("oci runtime error: boom")
-	s, err := New(Config{StateDir: t.TempDir(), RuntimeImpl: rt, MonitorImpl: newFakeMonitor(), Clock: newFakeClock(),
+	s, err := New(Config{StateDir: t.TempDir(), SyncPolicy: testSync, RuntimeImpl: rt, MonitorImpl: newFakeMonitor(), Clock: newFakeClock(),
 		ReconcileInterval: time.Minute, Logger: logrus.NewEntry(logger)})
 	must(t, err)
 	must(t, s.Start(context.Background()))

@@ -54,6 +54,9 @@ type SubscribeRequest struct {
 	// AfterSeq, when not zero, replays events with a larger sequence number
 	// instead (extension for new clients); it wins over After.
 	AfterSeq uint64
+	// JournalID, when set with AfterSeq, is the journal that numbered it
+	// (Event's journal id): a cursor from another journal is refused.
+	JournalID string
 	// ID filters on one container; "" = all.
 	ID string
 	// StoredOnly ends the subscription after the replay.

@@ -38,7 +38,14 @@ func (s *Supervisor) restore(ctx context.Context) error {
 	facts := s.readJournalFacts(wanted(loads, retired))
 	aside := 0
 	for _, l := range loads {
-		if l.err != nil && !l.timedOut {
+		if l.err != nil && ctx.Err() != nil {
+			continue // cut short by Stop: left in place for the next start
+		}
+		if l.timedOut {
+			s.leaveHungLoad(l)
+			continue
+		}
+		if l.err != nil {
 			l.c, l.err = s.recoverContainer(l.id, l.err, facts)
 		}
 		if l.err != nil {
@@ -52,9 +59,15 @@ func (s *Supervisor) restore(ctx context.Context) error {
 		}
 		s.adopt(l.c, facts)
 	}
+	present := map[string]bool{}
+	for _, id := range ids {
+		present[id] = true
+	}
 	for _, c := range retired {
 		s.adoptRetired(c, facts.exits)
+		present[c.ID()] = true
 	}
+	s.exitLostContainers(present)
 	s.log.WithFields(map[string]interface{}{
 		"containers": len(ids), "adopted": len(s.containers), "exits_to_replay": s.pendingExits(),
 		"retired": len(retired), "set_aside": aside, "journal_events": s.journal.Len(),
@@ -115,6 +128,15 @@ func (s *Supervisor) loadOne(ctx context.Context, id string) loaded {
 		}
 	}()
 	return loaded{id: id, timedOut: true, err: fmt.Errorf("loading took over %s", restoreTimeout)}
+}
+
+// leaveHungLoad leaves a container whose load timed out where it is: its
+// state may be whole (a stuck file system, say), so it is neither set aside
+// nor recovered; the next start loads it again. Meanwhile it is not
+// supervised, which the log says.
+func (s *Supervisor) leaveHungLoad(l loaded) {
+	s.log.WithField("container", l.id).WithError(l.err).Error("restore: container not adopted now; its state is " +
+		"left in place and loaded again at the next start (its processes run on, unsupervised until then)")
 }
 
 // recoverContainer rebuilds a container that Load could not read (its
@@ -207,8 +229,8 @@ func (s *Supervisor) adopt(c Container, facts journalFacts) {
 		s.procs[p] = e
 		if p.State() == runtime.Stopped {
 			dead = append(dead, p)
-		} else if err := s.mon.Monitor(p); err != nil {
-			s.log.WithError(err).WithField("container", e.id).Error("cannot monitor restored process")
+		} else {
+			s.watchRestored(e, p)
 		}
 	}
 	if e.init == nil {
@@ -287,9 +309,7 @@ func (s *Supervisor) adoptRetired(c Container, published map[string]bool) {
 		// is handled (killExecs); its real exit comes through the monitor.
 		// Marking it dead would make up a status for a running process.
 		if p.ID() != "init" && p.State() != runtime.Stopped {
-			if err := s.mon.Monitor(p); err != nil {
-				s.log.WithError(err).WithField("container", e.id).Error("cannot monitor restored process")
-			}
+			s.watchRestored(e, p)
 			continue
 		}
 		dead = append(dead, p)
@@ -299,6 +319,21 @@ func (s *Supervisor) adoptRetired(c Container, published map[string]bool) {
 		return
 	}
 	s.replayDead(e, dead, published)
+}
+
+// watchRestored puts a live restored process in the monitor. One whose exit
+// FIFO could not be reopened (damaged: the runtime warned already) has no fd
+// to watch: the reconcile pass, which also checks the shim itself, finds its
+// exit.
+func (s *Supervisor) watchRestored(e *entry, p Process) {
+	if p.ExitFD() < 0 {
+		s.log.WithField("container", e.id).WithField("pid", p.ID()).
+			Info("restored process without an exit FIFO: its exit is found by the reconcile pass")
+		return
+	}
+	if err := s.mon.Monitor(p); err != nil {
+		s.log.WithError(err).WithField("container", e.id).Error("cannot monitor restored process; the reconcile pass finds its exit")
+	}
 }
 
 // pendingExits counts the processes whose exit restore has queued.

@@ -150,3 +150,53 @@ func TestRestoreRemovesInterruptedExec(t *testing.T) {
 	h2.expect("exit a e1 1", "exit a init 0") // and nothing of e2
 	assertNoMore(t, h2)
 }
+
+// A container whose load hangs past restoreTimeout is not waited for, and
+// not dropped: restore goes on with the others, the container's state stays
+// in place (not set aside), what the late load opened is closed once it
+// returns, and the next start adopts the container.
+func TestRestoreLoadTimeoutKeepsContainer(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	h := newHarness(t, rt, dir)
+	slow := h.create("slow")
+	h.create("ok")
+	h.expect("start-container slow", "start-container ok")
+	must(t, h.s.Stop())
+
+	gate := make(chan struct{})
+	rt.mu.Lock()
+	rt.loadGate = map[string]chan struct{}{"slow": gate}
+	rt.mu.Unlock()
+	t0 := time.Now()
+	h2 := newHarness(t, rt, dir)
+	if d := time.Since(t0); d > restoreTimeout+5*time.Second {
+		t.Errorf("restore took %v, bounded by %v per container", d, restoreTimeout)
+	}
+	if _, err := h2.s.State(context.Background(), "ok"); err != nil {
+		t.Errorf("the container that loaded was not adopted: %v", err)
+	}
+	rt.mu.Lock()
+	_, kept := rt.live["slow"]
+	rt.mu.Unlock()
+	if !kept {
+		t.Fatal("the container whose load timed out was set aside")
+	}
+	close(gate) // the hung load returns: its processes must be closed
+	init := slow.proc("init")
+	rt.waitFor(t, "the late load's processes closed", func() bool {
+		init.mu.Lock()
+		defer init.mu.Unlock()
+		return init.closed > 0
+	})
+	must(t, h2.s.Stop())
+
+	rt.mu.Lock()
+	rt.loadGate = nil
+	rt.mu.Unlock()
+	h3 := newHarness(t, rt, dir)
+	infos, err := h3.s.State(context.Background(), "slow")
+	if err != nil || infos[0].Status != StatusRunning {
+		t.Fatalf("next start: State(slow) = %v, %v; want it adopted, running", infos, err)
+	}
+}

@@ -7,7 +7,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/supervisor/journal"
 )
 
@@ -37,13 +38,37 @@ func (s *Supervisor) Subscribe(ctx context.Context, r SubscribeRequest) (*Subscr
 		return nil, ErrStoredOnlyNeedsTime
 	}
 	return call(ctx, s, "subscribe", func(done func(*Subscription, error)) {
-		if err := s.checkRetained(r.AfterSeq); err != nil {
+		if err := s.checkCursor(r); err != nil {
 			done(nil, err)
 			return
 		}
 		done(s.subscribe(r), nil)
 	})
 }
+
+// checkCursor refuses a resume by sequence number that this journal cannot
+// honour: one numbered by another journal (this one was lost and recreated,
+// so its seqs start again at 1), one beyond the journal's end (the same
+// cause when the client sent no journal id), or one whose next event is no
+// longer retained. Serving any of them would silently skip events.
+func (s *Supervisor) checkCursor(r SubscribeRequest) error {
+	if r.AfterSeq == 0 {
+		return nil
+	}
+	if r.JournalID != "" && r.JournalID != s.journal.ID() {
+		return errmark.Mark(fmt.Errorf("containerd: seq %d is from journal %s, but this daemon's journal is %s (the old one was lost): resume from the start of this one",
+			r.AfterSeq, r.JournalID, s.journal.ID()), errdefs.ErrFailedPrecondition)
+	}
+	if last, _ := s.journal.Last(); r.AfterSeq > last {
+		return errmark.Mark(fmt.Errorf("containerd: seq %d is beyond the end of journal %s (last seq %d): it comes from another journal; resume from the start of this one",
+			r.AfterSeq, s.journal.ID(), last), errdefs.ErrFailedPrecondition)
+	}
+	return s.checkRetained(r.AfterSeq)
+}
+
+// JournalID is the id of the journal that numbers the events (Event seqs
+// mean something only with it).
+func (s *Supervisor) JournalID() string { return s.journal.ID() }
 
 // checkRetained refuses a resume by sequence number whose next event was
 // already compacted out of the journal (--retain-count): replaying the rest
@@ -59,7 +84,7 @@ func (s *Supervisor) checkRetained(afterSeq uint64) error {
 	if !ok || afterSeq >= oldest.Seq-1 {
 		return nil
 	}
-	return errdefs.Mark(fmt.Errorf("containerd: events after seq %d are no longer retained: the oldest retained is seq %d (raise --retain-count)",
+	return errmark.Mark(fmt.Errorf("containerd: events after seq %d are no longer retained: the oldest retained is seq %d (raise --retain-count)",
 		afterSeq, oldest.Seq), errdefs.ErrFailedPrecondition)
 }
 
@@ -142,7 +167,7 @@ func (sub *Subscription) closeLive() {
 func replayError(err error) error {
 	err = fmt.Errorf("containerd: replaying the journal: %w", err)
 	if errors.Is(err, journal.ErrNotRetained) {
-		return errdefs.Mark(err, errdefs.ErrFailedPrecondition)
+		return errmark.Mark(err, errdefs.ErrFailedPrecondition)
 	}
 	return err
 }

@@ -13,7 +13,10 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
+	"sync"
 	"time"
 
 	metrics "github.com/rcrowley/go-metrics"
@@ -25,7 +28,11 @@ import (
 
 // Config is the supervisor's configuration; zero values get defaults.
 type Config struct {
-	StateDir     string
+	StateDir string
+	// JournalDir holds the event journal (default StateDir). When it is
+	// another directory, a v0.2 events.log found in StateDir is imported
+	// into it once.
+	JournalDir   string
 	Runtime      string
 	RuntimeArgs  []string
 	Shim         string
@@ -49,6 +56,9 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
+	if c.JournalDir == "" {
+		c.JournalDir = c.StateDir
+	}
 	if c.Runtime == "" {
 		c.Runtime = "runc"
 	}
@@ -90,10 +100,12 @@ type Supervisor struct {
 	rt      Runtime
 	mon     Monitor
 	journal *journal.Journal
-	clock   Clock
-	log     *logrus.Entry
-	m       *supMetrics
-	workers *workerPool // runtime work: creates, execs, checkpoints, updates, deletes
+	// journalDir is where the journal lives, named in errors.
+	journalDir string
+	clock      Clock
+	log        *logrus.Entry
+	m          *supMetrics
+	workers    *workerPool // runtime work: creates, execs, checkpoints, updates, deletes; made by New
 	// exitLane reads exit statuses and retires state dirs, nothing else:
 	// exits never wait behind the runtime work or the readers.
 	exitLane exitLane
@@ -104,14 +116,26 @@ type Supervisor struct {
 	tasks    chan task
 	urgent   chan task // the exit lane's results: the loop runs them before other tasks
 	stopCh   chan struct{}
-	loopDone chan struct{}
+	loopDone chan struct{} // closed when the loop ended, or by Stop when it never ran
+	stopped  chan struct{} // closed when Stop has closed everything
+
+	// Start and Stop may run on different goroutines (a stop signal arrives
+	// during restore), so the lifecycle is guarded by lifeMu.
+	lifeMu      sync.Mutex
+	phase       phase              // guarded by lifeMu
+	cancelStart context.CancelFunc // guarded by lifeMu: ends a restore in progress
+	startDone   chan struct{}      // closed when Start returns
 
 	// Owned by the loop.
 	containers map[string]*entry        // live incarnations by id
 	procs      map[Process]*entry       // every monitored process
 	queues     map[string]*workQueue    // per-id ordered work, outlives the entry
 	subs       map[*subscriber]struct{} // live subscribers
-	outbox     []func()                 // publications and replies waiting for the journal commit
+	outbox     []pending                // events appended, publications and replies waiting for the journal commit
+	held       []pending                // while degraded: events not journaled yet, and what waits behind them
+	heldEvents int                      // events in held
+	heldRetry  time.Duration            // next delay before appending the held events again
+	degraded   *JournalError            // why the journal cannot write; nil when it can
 	pending    int                      // steps in the per-id queues, running or waiting (admit)
 	stopping   bool
 	crash      crashPoint // test-only failpoint, empty in the daemon (failpoint_off.go)
@@ -120,6 +144,22 @@ type Supervisor struct {
 // task is a function run on the loop goroutine.
 type task func(s *Supervisor)
 
+// phase is where the supervisor is in its life: New, then Start (restore,
+// then the loop), then Stop. A failed Start leaves it to Stop, never half
+// running.
+type phase int
+
+const (
+	phaseNew      phase = iota // made, not started
+	phaseStarting              // Start is restoring
+	phaseFailed                // Start failed: only Stop is left to do
+	phaseRunning               // the loop runs
+	phaseStopped               // Stop was called
+)
+
+// errStarted is Start called a second time (also after a failed one).
+var errStarted = errors.New("supervisor: already started")
+
 // New opens the journal and the monitor. Call Start to restore and run.
 func New(cfg Config) (*Supervisor, error) {
 	cfg.setDefaults()
@@ -127,17 +167,21 @@ func New(cfg Config) (*Supervisor, error) {
 		cfg: cfg, rt: cfg.RuntimeImpl, clock: cfg.Clock, log: cfg.Logger,
 		tasks: make(chan task, 2048), urgent: make(chan task, 1024),
 		stopCh: make(chan struct{}), loopDone: make(chan struct{}),
+		stopped: make(chan struct{}), startDone: make(chan struct{}),
 		containers: map[string]*entry{}, procs: map[Process]*entry{},
 		queues: map[string]*workQueue{}, subs: map[*subscriber]struct{}{},
 	}
 	s.m = newMetrics(cfg.Metrics)
-	j, err := journal.Open(cfg.StateDir, journal.Options{
-		RetainCount: cfg.RetainCount, Sync: cfg.SyncPolicy, Logger: cfg.Logger,
-	})
+	opts := journal.Options{RetainCount: cfg.RetainCount, Sync: cfg.SyncPolicy, Logger: cfg.Logger}
+	if cfg.JournalDir != cfg.StateDir {
+		opts.Legacy = filepath.Join(cfg.StateDir, "events.log")
+	}
+	j, err := journal.Open(cfg.JournalDir, adjustJournalOptions(opts))
 	if err != nil {
 		return nil, fmt.Errorf("open event journal: %w", err)
 	}
 	s.journal = j
+	s.journalDir = cfg.JournalDir
 	s.mon = cfg.MonitorImpl
 	if s.mon == nil {
 		m, err := monitor.New(monitor.WithLogger(cfg.Logger))
@@ -148,42 +192,83 @@ func New(cfg Config) (*Supervisor, error) {
 		s.mon = m
 	}
 	s.m.watchMonitor(s.mon)
+	s.workers = newWorkerPool(cfg.Workers) // made here: restore, the loop and Stop all use it
 	s.exitLane = newExitLane()
 	s.readLane = newWorkerPool(readWorkers)
 	return s, nil
 }
 
 // Start restores the containers found in the state dir (before any request
-// is served), then runs the loop.
+// is served), then runs the loop. A Stop during the restore cuts it short:
+// Start then returns ErrStopped and the loop never runs.
 func (s *Supervisor) Start(ctx context.Context) error {
-	s.workers = newWorkerPool(s.cfg.Workers)
-	if err := s.restore(ctx); err != nil {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.lifeMu.Lock()
+	was := s.phase
+	if was == phaseNew {
+		s.phase, s.cancelStart = phaseStarting, cancel
+	}
+	s.lifeMu.Unlock()
+	switch was {
+	case phaseNew:
+	case phaseStopped:
+		return ErrStopped
+	default:
+		return errStarted
+	}
+	defer close(s.startDone)
+
+	err := s.restore(ctx)
+	if err == nil {
+		s.flush()
+		s.scheduleReconcile()
+	}
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	switch {
+	case s.phase == phaseStopped:
+		return ErrStopped
+	case err != nil:
+		s.phase = phaseFailed
 		return fmt.Errorf("restore: %w", err)
 	}
-	s.flush()
-	s.scheduleReconcile()
+	s.phase = phaseRunning
 	go s.loop()
 	return nil
 }
 
-// Stop ends the loop after the task in hand, commits and closes the journal
-// and ends every subscription. Containers and shims keep running.
+// Stop ends the loop after the task in hand (or a restore in progress),
+// commits and closes the journal and ends every subscription. Containers
+// and shims keep running. It may be called in any phase, also after a
+// failed Start, and more than once.
 func (s *Supervisor) Stop() error {
-	select {
-	case <-s.stopCh:
-		<-s.loopDone
+	s.lifeMu.Lock()
+	was := s.phase
+	s.phase = phaseStopped
+	cancel := s.cancelStart
+	s.lifeMu.Unlock()
+	switch was {
+	case phaseStopped:
+		<-s.stopped
 		return nil
-	default:
+	case phaseStarting:
+		cancel()
+		<-s.startDone
 	}
 	close(s.stopCh)
-	if s.workers != nil {
+	if was == phaseRunning {
 		<-s.loopDone
-		s.workers.stop()
+	} else {
+		close(s.loopDone) // the loop never ran: release whoever waits on it
 	}
+	s.workers.stop()
 	s.exitLane.stop()
 	s.readLane.stop()
 	s.mon.Close()
-	return s.journal.Close()
+	err := s.journal.Close()
+	close(s.stopped)
+	return err
 }
 
 // Metrics is the registry the supervisor reports into.
@@ -217,18 +302,22 @@ type loopInputs struct {
 
 // next waits for the next task, exit or OOM and runs it; true means stop.
 func (s *Supervisor) next(in *loopInputs) bool {
+	exits, ooms := in.exits, in.ooms
+	if s.heldFull() {
+		exits, ooms = nil, nil // they wait in the monitor until the journal writes (degraded.go)
+	}
 	select {
 	case t := <-s.urgent:
 		t(s)
 	case t := <-s.tasks:
 		t(s)
-	case src, ok := <-in.exits:
+	case src, ok := <-exits:
 		if !ok {
 			s.monitorGone(&in.exits)
 			break
 		}
 		s.onExit(src)
-	case id, ok := <-in.ooms:
+	case id, ok := <-ooms:
 		if !ok {
 			in.ooms = nil
 			break
@@ -270,25 +359,26 @@ func (s *Supervisor) drain() {
 }
 
 // flush commits the journal, then publishes and replies, in that order, so
-// what any subscriber or client saw is on disk.
+// what any subscriber or client saw is on disk. A commit that fails (a full
+// disk, a failed fsync: never retried as if it had succeeded) publishes
+// nothing: the batch is held and the daemon degraded (degraded.go).
 func (s *Supervisor) flush() {
 	if len(s.outbox) == 0 {
 		return
 	}
 	start := time.Now()
-	if err := s.journal.Commit(); err != nil {
-		s.log.WithError(err).Error("journal commit failed; events are published but may not be durable")
-	}
+	err := s.journal.Commit()
 	s.m.journalSync.UpdateSince(start)
+	if err != nil {
+		s.degrade(err)
+		return
+	}
 	out := s.outbox
 	s.outbox = nil
-	for _, f := range out {
-		f()
+	for _, it := range out {
+		s.release(it)
 	}
 }
-
-// afterCommit defers f until the events appended so far are committed.
-func (s *Supervisor) afterCommit(f func()) { s.outbox = append(s.outbox, f) }
 
 func (s *Supervisor) shutdown() {
 	s.stopping = true

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/supervisor/journal"
 )
 
@@ -25,9 +25,19 @@ type harness struct {
 
 func newHarness(t *testing.T, rt *fakeRuntime, dir string) *harness {
 	t.Helper()
+	return newHarnessWith(t, rt, dir, nil)
+}
+
+// newHarnessWith is newHarness with the config changed by edit first.
+func newHarnessWith(t *testing.T, rt *fakeRuntime, dir string, edit func(*Config)) *harness {
+	t.Helper()
 	h := &harness{t: t, rt: rt, mon: newFakeMonitor(), clock: newFakeClock(), dir: dir}
-	s, err := New(Config{StateDir: dir, RuntimeImpl: rt, MonitorImpl: h.mon, Clock: h.clock,
-		ReconcileInterval: time.Minute, SubscriberBuffer: 64})
+	cfg := Config{StateDir: dir, SyncPolicy: testSync, RuntimeImpl: rt, MonitorImpl: h.mon, Clock: h.clock,
+		ReconcileInterval: time.Minute, SubscriberBuffer: 64}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +366,7 @@ func TestFailedCleanupIsRetriedAndIDWaits(t *testing.T) {
 
 func TestResumeBySeqPastRetentionIsRefused(t *testing.T) {
 	mon, clock := newFakeMonitor(), newFakeClock()
-	s, err := New(Config{StateDir: t.TempDir(), RuntimeImpl: newFakeRuntime(), MonitorImpl: mon, Clock: clock,
+	s, err := New(Config{StateDir: t.TempDir(), SyncPolicy: testSync, RuntimeImpl: newFakeRuntime(), MonitorImpl: mon, Clock: clock,
 		RetainCount: 10, ReconcileInterval: -1})
 	must(t, err)
 	must(t, s.Start(context.Background()))
@@ -434,7 +444,7 @@ func TestStateSurvivesAContainerEnding(t *testing.T) {
 // served more than the last 10 events, whichever way it asks, although
 // the journal keeps more (retention removes whole segments).
 func TestRetainCountBoundsWhatIsServed(t *testing.T) {
-	s, err := New(Config{StateDir: t.TempDir(), RuntimeImpl: newFakeRuntime(), MonitorImpl: newFakeMonitor(), Clock: newFakeClock(),
+	s, err := New(Config{StateDir: t.TempDir(), SyncPolicy: testSync, RuntimeImpl: newFakeRuntime(), MonitorImpl: newFakeMonitor(), Clock: newFakeClock(),
 		RetainCount: 10, ReconcileInterval: -1})
 	must(t, err)
 	must(t, s.Start(context.Background()))

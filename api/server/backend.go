@@ -23,6 +23,7 @@ type backend interface {
 	DeleteCheckpoint(ctx context.Context, id, dir, name string) error
 	ListCheckpoints(ctx context.Context, id, dir string) ([]runtime.Checkpoint, error)
 	Subscribe(ctx context.Context, r supervisor.SubscribeRequest) (subscription, error)
+	JournalID() string
 }
 
 // subscription is one event subscription: the replay, then live events.

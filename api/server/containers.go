@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/api"
-	"github.com/evjournal/containerd/api/errdefs"
 	"github.com/evjournal/containerd/api/types"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor"

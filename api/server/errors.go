@@ -3,7 +3,8 @@ package server
 import (
 	"errors"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/errmark"
 )
 
 // Request validation errors. The texts marked v0.2.9 are matched byte for
@@ -18,9 +19,9 @@ var (
 	errNoUser       = invalid("process user cannot be empty")
 	errNoCheckpoint = invalid("checkpoint cannot be empty")
 	// ListCheckpoint's own not-found text, the only NotFound of v0.2.9.
-	errNoSuchContainers = errdefs.Mark(errors.New("no such containers"), errdefs.ErrNotFound)
+	errNoSuchContainers = errmark.Mark(errors.New("no such containers"), errdefs.ErrNotFound)
 )
 
 func invalid(msg string) error {
-	return errdefs.Mark(errors.New(msg), errdefs.ErrInvalidArgument)
+	return errmark.Mark(errors.New(msg), errdefs.ErrInvalidArgument)
 }

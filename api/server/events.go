@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/api"
-	"github.com/evjournal/containerd/api/errdefs"
 	"github.com/evjournal/containerd/api/types"
 	"github.com/evjournal/containerd/supervisor"
 	"github.com/evjournal/containerd/supervisor/journal"
@@ -37,6 +37,7 @@ func (s *Server) Events(r *types.EventsRequest, stream types.API_EventsServer) e
 	if err := stream.SendHeader(metadata.MD{}); err != nil {
 		return err
 	}
+	journalID := s.sup.JournalID()
 	for {
 		ev, err := sub.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -45,7 +46,7 @@ func (s *Server) Events(r *types.EventsRequest, stream types.API_EventsServer) e
 		if err != nil {
 			return s.endStream(ctx.Err(), err)
 		}
-		if err := stream.Send(eventToProto(ev)); err != nil {
+		if err := stream.Send(eventToProto(ev, journalID)); err != nil {
 			return err
 		}
 	}
@@ -78,6 +79,7 @@ func subscribeRequest(r *types.EventsRequest) (supervisor.SubscribeRequest, erro
 		ID:         r.GetId(),
 		StoredOnly: r.GetStoredOnly(),
 		AfterSeq:   r.GetAfterSeq(),
+		JournalID:  r.GetJournalId(),
 	}
 	if req.AfterSeq == 0 {
 		after, err := replayAfter(r.GetTimestamp())
@@ -107,15 +109,21 @@ func replayAfter(ts *timestamppb.Timestamp) (time.Time, error) {
 	return t, nil
 }
 
-// eventToProto fills the v0.2 fields and the seq extension. Fields that do
-// not apply to the event type are zero in the journal and stay so here.
-func eventToProto(ev journal.Event) *types.Event {
-	return &types.Event{
+// eventToProto fills the v0.2 fields and the seq, journal id and exitedAt
+// extensions. Fields that do not apply to the event type are zero in the
+// journal and stay so here.
+func eventToProto(ev journal.Event, journalID string) *types.Event {
+	p := &types.Event{
 		Type:      ev.Type,
 		Id:        ev.ID,
 		Status:    ev.Status,
 		Pid:       ev.Pid,
 		Timestamp: timestamppb.New(ev.Timestamp),
 		Seq:       ev.Seq,
+		JournalId: journalID,
 	}
+	if !ev.ExitedAt.IsZero() {
+		p.ExitedAt = timestamppb.New(ev.ExitedAt)
+	}
+	return p
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/api/types"
 	"github.com/evjournal/containerd/supervisor"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -19,6 +19,7 @@ func TestSubscribeRequest(t *testing.T) {
 		req     *types.EventsRequest
 		after   time.Time
 		seq     uint64
+		journal string
 		wantErr error // class, or the exact error
 	}{
 		{name: "absent timestamp: no replay", req: &types.EventsRequest{}},
@@ -44,6 +45,7 @@ func TestSubscribeRequest(t *testing.T) {
 		{name: "afterSeq ignores an invalid timestamp", req: &types.EventsRequest{AfterSeq: 9,
 			Timestamp: &timestamppb.Timestamp{Nanos: -1}}, seq: 9},
 		{name: "stored only with afterSeq", req: &types.EventsRequest{AfterSeq: 3, StoredOnly: true}, seq: 3},
+		{name: "afterSeq with its journal id", req: &types.EventsRequest{AfterSeq: 3, JournalId: "j1"}, seq: 3, journal: "j1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,7 +59,7 @@ func TestSubscribeRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !got.After.Equal(tt.after) || got.AfterSeq != tt.seq || got.StoredOnly != tt.req.StoredOnly {
+			if !got.After.Equal(tt.after) || got.AfterSeq != tt.seq || got.JournalID != tt.journal || got.StoredOnly != tt.req.StoredOnly {
 				t.Fatalf("got %+v, want after %v seq %d", got, tt.after, tt.seq)
 			}
 			if tt.after.IsZero() && !got.After.IsZero() {

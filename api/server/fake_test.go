@@ -107,6 +107,8 @@ func (f *fakeBackend) ListCheckpoints(_ context.Context, id, dir string) ([]runt
 	return f.listCP(id, dir)
 }
 
+func (f *fakeBackend) JournalID() string { return "0123456789abcdef0123456789abcdef" }
+
 func (f *fakeBackend) Subscribe(_ context.Context, r supervisor.SubscribeRequest) (subscription, error) {
 	if f.subscribe == nil {
 		return nil, errors.New("no subscriptions in this test")

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/api/types"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor"
@@ -256,7 +256,7 @@ func TestEventsHandler(t *testing.T) {
 	b := &fakeBackend{subscribe: func(r supervisor.SubscribeRequest) (subscription, error) { got = r; return sub, nil }}
 	_, c, _ := startServer(t, b)
 	stream, err := c.Events(context.Background(), &types.EventsRequest{
-		Timestamp: timestamppb.New(ts.Add(-time.Hour)), StoredOnly: true, Id: "c"})
+		Timestamp: timestamppb.New(ts.Add(-time.Hour)), StoredOnly: true, Id: "c", JournalId: "ignored-without-afterSeq"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,8 @@ func TestEventsHandler(t *testing.T) {
 		t.Fatalf("subscribe request %+v", got)
 	}
 	if len(evs) != 2 || evs[1].GetType() != "exit" || evs[1].GetPid() != "init" || evs[1].GetStatus() != 3 ||
-		evs[1].GetSeq() != 2 || !evs[1].GetTimestamp().AsTime().Equal(ts.Add(1)) || evs[0].GetPid() != "" {
+		evs[1].GetSeq() != 2 || !evs[1].GetTimestamp().AsTime().Equal(ts.Add(1)) || evs[0].GetPid() != "" ||
+		evs[0].GetJournalId() != (&fakeBackend{}).JournalID() {
 		t.Fatalf("events %v", evs)
 	}
 }

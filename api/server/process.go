@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/api"
-	"github.com/evjournal/containerd/api/errdefs"
 	"github.com/evjournal/containerd/api/types"
 	"github.com/evjournal/containerd/runtime"
 )

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/api/types"
 	"github.com/evjournal/containerd/specs"
 	ocs "github.com/opencontainers/runtime-spec/specs-go"

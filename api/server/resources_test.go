@@ -6,7 +6,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/evjournal/containerd/api/errdefs"
+	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/api/types"
 )
 

@@ -1,7 +1,7 @@
 // The containerd v0.2.9 gRPC API, restated for this project.
 //
 // Wire compatibility with v0.2.9 clients is the contract of this file
-// (shared/docs/api-v0.2-compat.md, sections 1 and 2):
+// (docs/api.md, sections 1 and 2):
 //
 //   - the package stays `types` (method paths `/types.API/<Method>`);
 //   - no existing field may change its number, scalar type, label or name
@@ -2117,7 +2117,13 @@ type EventsRequest struct {
 	// timestamp, which is then ignored. 0 (the default, and what every v0.2
 	// client sends) means "not set": the timestamp rules above apply
 	// unchanged. Sequence numbers therefore start at 1.
-	AfterSeq      uint64 `protobuf:"varint,5,opt,name=afterSeq,proto3" json:"afterSeq,omitempty"`
+	AfterSeq uint64 `protobuf:"varint,5,opt,name=afterSeq,proto3" json:"afterSeq,omitempty"`
+	// Extension: the Event.journalId that came with the event whose seq is
+	// afterSeq. A seq means something only in its journal: when this is set
+	// and names another journal (the daemon's was lost and recreated), the
+	// request is refused with FailedPrecondition instead of skipping the new
+	// journal's first events. Empty: not checked. Ignored without afterSeq.
+	JournalId     string `protobuf:"bytes,6,opt,name=journalId,proto3" json:"journalId,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2180,6 +2186,13 @@ func (x *EventsRequest) GetAfterSeq() uint64 {
 	return 0
 }
 
+func (x *EventsRequest) GetJournalId() string {
+	if x != nil {
+		return x.JournalId
+	}
+	return ""
+}
+
 type Event struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Type      string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`           // "start-container", "start-process", "exit", "oom", "pause", "resume"
@@ -2191,7 +2204,16 @@ type Event struct {
 	// strictly increasing across the journal's lifetime, starting at 1.
 	// v0.2 clients ignore it as an unknown field. Pass the last one seen as
 	// EventsRequest.afterSeq to resume without gaps or duplicates.
-	Seq           uint64 `protobuf:"varint,7,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq uint64 `protobuf:"varint,7,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Extension: the id of the journal that numbered seq (32 hex digits),
+	// made when the journal was created and kept across restarts. Send it
+	// back as EventsRequest.journalId with afterSeq.
+	JournalId string `protobuf:"bytes,8,opt,name=journalId,proto3" json:"journalId,omitempty"`
+	// Extension (not in v0.2.9): for an "exit", when the shim reaped the
+	// process, by the host's clock; unset when unknown (the shim died before
+	// the reap). timestamp stays the event's journal time. Field 8 is
+	// journalId.
+	ExitedAt      *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=exited_at,json=exitedAt,proto3" json:"exited_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2266,6 +2288,20 @@ func (x *Event) GetSeq() uint64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *Event) GetJournalId() string {
+	if x != nil {
+		return x.JournalId
+	}
+	return ""
+}
+
+func (x *Event) GetExitedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExitedAt
+	}
+	return nil
 }
 
 type NetworkStats struct {
@@ -3354,21 +3390,24 @@ const file_api_types_api_proto_rawDesc = "" +
 	"\x0eThrottleDevice\x126\n" +
 	"\vblkIODevice\x18\x01 \x01(\v2\x14.types.BlockIODeviceR\vblkIODevice\x12\x12\n" +
 	"\x04rate\x18\x02 \x01(\x04R\x04rate\"\x19\n" +
-	"\x17UpdateContainerResponse\"\x9b\x01\n" +
+	"\x17UpdateContainerResponse\"\xb9\x01\n" +
 	"\rEventsRequest\x128\n" +
 	"\ttimestamp\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x1e\n" +
 	"\n" +
 	"storedOnly\x18\x03 \x01(\bR\n" +
 	"storedOnly\x12\x0e\n" +
 	"\x02id\x18\x04 \x01(\tR\x02id\x12\x1a\n" +
-	"\bafterSeq\x18\x05 \x01(\x04R\bafterSeqJ\x04\b\x01\x10\x02\"\xa7\x01\n" +
+	"\bafterSeq\x18\x05 \x01(\x04R\bafterSeq\x12\x1c\n" +
+	"\tjournalId\x18\x06 \x01(\tR\tjournalIdJ\x04\b\x01\x10\x02\"\xfe\x01\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
 	"\x06status\x18\x03 \x01(\rR\x06status\x12\x10\n" +
 	"\x03pid\x18\x04 \x01(\tR\x03pid\x128\n" +
 	"\ttimestamp\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x10\n" +
-	"\x03seq\x18\a \x01(\x04R\x03seqJ\x04\b\x05\x10\x06\"\x8e\x02\n" +
+	"\x03seq\x18\a \x01(\x04R\x03seq\x12\x1c\n" +
+	"\tjournalId\x18\b \x01(\tR\tjournalId\x127\n" +
+	"\texited_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bexitedAtJ\x04\b\x05\x10\x06\"\x8e\x02\n" +
 	"\fNetworkStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\brx_bytes\x18\x02 \x01(\x04R\arxBytes\x12\x1d\n" +
@@ -3554,58 +3593,59 @@ var file_api_types_api_proto_depIdxs = []int32{
 	27, // 17: types.ThrottleDevice.blkIODevice:type_name -> types.BlockIODevice
 	48, // 18: types.EventsRequest.timestamp:type_name -> google.protobuf.Timestamp
 	48, // 19: types.Event.timestamp:type_name -> google.protobuf.Timestamp
-	34, // 20: types.CpuStats.cpu_usage:type_name -> types.CpuUsage
-	35, // 21: types.CpuStats.throttling_data:type_name -> types.ThrottlingData
-	38, // 22: types.MemoryStats.usage:type_name -> types.MemoryData
-	38, // 23: types.MemoryStats.swap_usage:type_name -> types.MemoryData
-	38, // 24: types.MemoryStats.kernel_usage:type_name -> types.MemoryData
-	46, // 25: types.MemoryStats.stats:type_name -> types.MemoryStats.StatsEntry
-	40, // 26: types.BlkioStats.io_service_bytes_recursive:type_name -> types.BlkioStatsEntry
-	40, // 27: types.BlkioStats.io_serviced_recursive:type_name -> types.BlkioStatsEntry
-	40, // 28: types.BlkioStats.io_queued_recursive:type_name -> types.BlkioStatsEntry
-	40, // 29: types.BlkioStats.io_service_time_recursive:type_name -> types.BlkioStatsEntry
-	40, // 30: types.BlkioStats.io_wait_time_recursive:type_name -> types.BlkioStatsEntry
-	40, // 31: types.BlkioStats.io_merged_recursive:type_name -> types.BlkioStatsEntry
-	40, // 32: types.BlkioStats.io_time_recursive:type_name -> types.BlkioStatsEntry
-	40, // 33: types.BlkioStats.sectors_recursive:type_name -> types.BlkioStatsEntry
-	36, // 34: types.CgroupStats.cpu_stats:type_name -> types.CpuStats
-	39, // 35: types.CgroupStats.memory_stats:type_name -> types.MemoryStats
-	41, // 36: types.CgroupStats.blkio_stats:type_name -> types.BlkioStats
-	47, // 37: types.CgroupStats.hugetlb_stats:type_name -> types.CgroupStats.HugetlbStatsEntry
-	37, // 38: types.CgroupStats.pids_stats:type_name -> types.PidsStats
-	33, // 39: types.StatsResponse.network_stats:type_name -> types.NetworkStats
-	43, // 40: types.StatsResponse.cgroup_stats:type_name -> types.CgroupStats
-	48, // 41: types.StatsResponse.timestamp:type_name -> google.protobuf.Timestamp
-	42, // 42: types.CgroupStats.HugetlbStatsEntry.value:type_name -> types.HugetlbStats
-	0,  // 43: types.API.GetServerVersion:input_type -> types.GetServerVersionRequest
-	4,  // 44: types.API.CreateContainer:input_type -> types.CreateContainerRequest
-	25, // 45: types.API.UpdateContainer:input_type -> types.UpdateContainerRequest
-	6,  // 46: types.API.Signal:input_type -> types.SignalRequest
-	2,  // 47: types.API.UpdateProcess:input_type -> types.UpdateProcessRequest
-	8,  // 48: types.API.AddProcess:input_type -> types.AddProcessRequest
-	12, // 49: types.API.CreateCheckpoint:input_type -> types.CreateCheckpointRequest
-	14, // 50: types.API.DeleteCheckpoint:input_type -> types.DeleteCheckpointRequest
-	16, // 51: types.API.ListCheckpoint:input_type -> types.ListCheckpointRequest
-	19, // 52: types.API.State:input_type -> types.StateRequest
-	31, // 53: types.API.Events:input_type -> types.EventsRequest
-	45, // 54: types.API.Stats:input_type -> types.StatsRequest
-	1,  // 55: types.API.GetServerVersion:output_type -> types.GetServerVersionResponse
-	5,  // 56: types.API.CreateContainer:output_type -> types.CreateContainerResponse
-	30, // 57: types.API.UpdateContainer:output_type -> types.UpdateContainerResponse
-	7,  // 58: types.API.Signal:output_type -> types.SignalResponse
-	3,  // 59: types.API.UpdateProcess:output_type -> types.UpdateProcessResponse
-	11, // 60: types.API.AddProcess:output_type -> types.AddProcessResponse
-	13, // 61: types.API.CreateCheckpoint:output_type -> types.CreateCheckpointResponse
-	15, // 62: types.API.DeleteCheckpoint:output_type -> types.DeleteCheckpointResponse
-	18, // 63: types.API.ListCheckpoint:output_type -> types.ListCheckpointResponse
-	24, // 64: types.API.State:output_type -> types.StateResponse
-	32, // 65: types.API.Events:output_type -> types.Event
-	44, // 66: types.API.Stats:output_type -> types.StatsResponse
-	55, // [55:67] is the sub-list for method output_type
-	43, // [43:55] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	48, // 20: types.Event.exited_at:type_name -> google.protobuf.Timestamp
+	34, // 21: types.CpuStats.cpu_usage:type_name -> types.CpuUsage
+	35, // 22: types.CpuStats.throttling_data:type_name -> types.ThrottlingData
+	38, // 23: types.MemoryStats.usage:type_name -> types.MemoryData
+	38, // 24: types.MemoryStats.swap_usage:type_name -> types.MemoryData
+	38, // 25: types.MemoryStats.kernel_usage:type_name -> types.MemoryData
+	46, // 26: types.MemoryStats.stats:type_name -> types.MemoryStats.StatsEntry
+	40, // 27: types.BlkioStats.io_service_bytes_recursive:type_name -> types.BlkioStatsEntry
+	40, // 28: types.BlkioStats.io_serviced_recursive:type_name -> types.BlkioStatsEntry
+	40, // 29: types.BlkioStats.io_queued_recursive:type_name -> types.BlkioStatsEntry
+	40, // 30: types.BlkioStats.io_service_time_recursive:type_name -> types.BlkioStatsEntry
+	40, // 31: types.BlkioStats.io_wait_time_recursive:type_name -> types.BlkioStatsEntry
+	40, // 32: types.BlkioStats.io_merged_recursive:type_name -> types.BlkioStatsEntry
+	40, // 33: types.BlkioStats.io_time_recursive:type_name -> types.BlkioStatsEntry
+	40, // 34: types.BlkioStats.sectors_recursive:type_name -> types.BlkioStatsEntry
+	36, // 35: types.CgroupStats.cpu_stats:type_name -> types.CpuStats
+	39, // 36: types.CgroupStats.memory_stats:type_name -> types.MemoryStats
+	41, // 37: types.CgroupStats.blkio_stats:type_name -> types.BlkioStats
+	47, // 38: types.CgroupStats.hugetlb_stats:type_name -> types.CgroupStats.HugetlbStatsEntry
+	37, // 39: types.CgroupStats.pids_stats:type_name -> types.PidsStats
+	33, // 40: types.StatsResponse.network_stats:type_name -> types.NetworkStats
+	43, // 41: types.StatsResponse.cgroup_stats:type_name -> types.CgroupStats
+	48, // 42: types.StatsResponse.timestamp:type_name -> google.protobuf.Timestamp
+	42, // 43: types.CgroupStats.HugetlbStatsEntry.value:type_name -> types.HugetlbStats
+	0,  // 44: types.API.GetServerVersion:input_type -> types.GetServerVersionRequest
+	4,  // 45: types.API.CreateContainer:input_type -> types.CreateContainerRequest
+	25, // 46: types.API.UpdateContainer:input_type -> types.UpdateContainerRequest
+	6,  // 47: types.API.Signal:input_type -> types.SignalRequest
+	2,  // 48: types.API.UpdateProcess:input_type -> types.UpdateProcessRequest
+	8,  // 49: types.API.AddProcess:input_type -> types.AddProcessRequest
+	12, // 50: types.API.CreateCheckpoint:input_type -> types.CreateCheckpointRequest
+	14, // 51: types.API.DeleteCheckpoint:input_type -> types.DeleteCheckpointRequest
+	16, // 52: types.API.ListCheckpoint:input_type -> types.ListCheckpointRequest
+	19, // 53: types.API.State:input_type -> types.StateRequest
+	31, // 54: types.API.Events:input_type -> types.EventsRequest
+	45, // 55: types.API.Stats:input_type -> types.StatsRequest
+	1,  // 56: types.API.GetServerVersion:output_type -> types.GetServerVersionResponse
+	5,  // 57: types.API.CreateContainer:output_type -> types.CreateContainerResponse
+	30, // 58: types.API.UpdateContainer:output_type -> types.UpdateContainerResponse
+	7,  // 59: types.API.Signal:output_type -> types.SignalResponse
+	3,  // 60: types.API.UpdateProcess:output_type -> types.UpdateProcessResponse
+	11, // 61: types.API.AddProcess:output_type -> types.AddProcessResponse
+	13, // 62: types.API.CreateCheckpoint:output_type -> types.CreateCheckpointResponse
+	15, // 63: types.API.DeleteCheckpoint:output_type -> types.DeleteCheckpointResponse
+	18, // 64: types.API.ListCheckpoint:output_type -> types.ListCheckpointResponse
+	24, // 65: types.API.State:output_type -> types.StateResponse
+	32, // 66: types.API.Events:output_type -> types.Event
+	44, // 67: types.API.Stats:output_type -> types.StatsResponse
+	56, // [56:68] is the sub-list for method output_type
+	44, // [44:56] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_api_types_api_proto_init() }

@@ -1,7 +1,7 @@
 // The containerd v0.2.9 gRPC API, restated for this project.
 //
 // Wire compatibility with v0.2.9 clients is the contract of this file
-// (shared/docs/api-v0.2-compat.md, sections 1 and 2):
+// (docs/api.md, sections 1 and 2):
 //
 //   - the package stays `types` (method paths `/types.API/<Method>`);
 //   - no existing field may change its number, scalar type, label or name

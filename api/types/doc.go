@@ -2,8 +2,8 @@
 // "types", service "API"), generated from api.proto by `make proto`.
 //
 // The messages are wire-compatible with v0.2.9 clients: field numbers,
-// scalar types and names follow shared/docs/api-v0.2-compat.md section 2
-// exactly, and wire_test.go checks them against that table. Project
+// scalar types and names are v0.2.9's exactly (docs/api.md section 2), and
+// wire_test.go checks every one of them. Project
 // extensions use new field numbers only: Event.seq (7) and
 // EventsRequest.afterSeq (5).
 //

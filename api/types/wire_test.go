@@ -312,8 +312,8 @@ var v029Reserved = map[string][]protowire.Number{
 // extensions are this project's additions: new numbers only, zero value means
 // v0.2.9 behaviour.
 var extensions = map[string][]field{
-	"Event":         {{7, "seq", "uint64", "singular"}},
-	"EventsRequest": {{5, "afterSeq", "uint64", "singular"}},
+	"Event":         {{7, "seq", "uint64", "singular"}, {8, "journalId", "string", "singular"}, {9, "exited_at", "google.protobuf.Timestamp", "singular"}},
+	"EventsRequest": {{5, "afterSeq", "uint64", "singular"}, {6, "journalId", "string", "singular"}},
 }
 
 // v029Methods is docs/api.md 1.2, in declaration order.

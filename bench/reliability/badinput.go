@@ -82,20 +82,30 @@ func (s *Suite) badInput() error {
 	if _, err := d.Client.AddProcess(ctx, execReq(victim, "e1", "sleep", "forever")); err != nil {
 		return err
 	}
+	host, err := newHostPaths(s.env, d)
+	if err != nil {
+		return err
+	}
 	before, err := snapshot(s.env, d)
 	if err != nil {
 		return err
 	}
+	stateBefore, err := timeState(d)
+	if err != nil {
+		return err
+	}
 	pid := d.Pid()
-	table := badTable(bundles, victim, s.env.ID)
+	table := append(badTable(bundles, victim, s.env.ID), host.table(bundles["good"], victim, s.env.ID)...)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	loaded := []string{load0, load1}
+	load := &loadExits{}
 	harness.Repeat(len(loaded), stop, &wg, func(i int) bool {
 		for _, st := range []string{"paused", "running"} {
 			d.Client.UpdateContainer(ctx, &types.UpdateContainerRequest{Id: loaded[i], Status: st})
 		}
+		load.exec(ctx, d, loaded[i])
 		return true
 	})
 	probes := harness.ProbeLoop(d, victim, stop, &wg)
@@ -174,6 +184,18 @@ func (s *Suite) badInput() error {
 		s.failf("daemon not alive (or restarted) after the bad-input table")
 	}
 	s.zero("bad_input_state_changed", changed, "differences")
+	s.zero("bad_input_host_changes", s.logAll("bad input wrote outside the daemon's dirs", host.changes()), "changes")
+	s.line("bad_input_load_execs", float64(len(load.started)), "processes")
+	s.zero("bad_input_load_exits_not_once", s.logAll("load exit", load.check(ctx, d)), "processes")
+	stateAfter, err := timeState(d)
+	if err != nil {
+		return err
+	}
+	s.line("bad_input_state_ms_before", stateBefore, "ms")
+	s.line("bad_input_state_ms_after", stateAfter, "ms")
+	if stateAfter > 1000 && stateAfter > 10*stateBefore {
+		s.failf("State took %.0f ms after the bad-input table, %.0f ms before", stateAfter, stateBefore)
+	}
 	s.line("bad_input_loop_p99_ms", harness.Percentile(*probes, 99), "ms")
 	return nil
 }

@@ -43,13 +43,13 @@ type Config struct {
 // Full is `make reliability`.
 func Full() Config {
 	return Config{ChaosKills: 24, ChaosTime: 6 * time.Minute, ChaosWorkers: 4, TornStride: 1, CompactKills: 12,
-		BadInputLoad: 5 * time.Second, LeakCycles: 1000, LeakParallel: 4, SlowSubTimeout: 90 * time.Second}
+		BadInputLoad: 5 * time.Second, LeakCycles: 1000, LeakParallel: 4, SlowSubTimeout: 5 * time.Minute}
 }
 
 // Short is the CI mode: the same checks, bounded to well under 2 minutes.
 func Short() Config {
 	return Config{ChaosKills: 6, ChaosTime: 40 * time.Second, ChaosWorkers: 3, TornStride: 5, CompactKills: 4,
-		BadInputLoad: time.Second, LeakCycles: 100, LeakParallel: 4, SlowSubTimeout: 60 * time.Second}
+		BadInputLoad: time.Second, LeakCycles: 100, LeakParallel: 4, SlowSubTimeout: 5 * time.Minute}
 }
 
 // Suite is one run of the checks on one environment.

@@ -29,7 +29,7 @@ cleanup() {
 trap cleanup EXIT
 
 start_daemon() {
-	"$BIN/containerd" --state-dir "$STATE" --listen "unix://$SOCK" \
+	"$BIN/containerd" --state-dir "$STATE" --journal-dir "$WORK/journal" --listen "unix://$SOCK" \
 		--runtime "$BIN/runc" --runtime-args "--root=$RUNC_ROOT" --shim "$BIN/containerd-shim" \
 		>>"$WORK/daemon.log" 2>&1 &
 	DAEMON_PID=$!

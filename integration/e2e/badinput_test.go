@@ -115,7 +115,7 @@ func TestBadInput(t *testing.T) {
 	fifoPath, _ := fifo(t, dir, "a-fifo")
 	link := filepath.Join(dir, "link-to-fifo")
 	os.Symlink(fifoPath, link)
-	journalFile := filepath.Join(d.StateDir, journal.SegmentFile(1))
+	journalFile := filepath.Join(d.JournalDir, journal.SegmentFile(1))
 	notCreated := filepath.Join(dir, "stdin-never-created")
 	hostFiles := snapshotFiles(t, hostFile, journalFile, link)
 
@@ -309,7 +309,7 @@ func TestBadInput(t *testing.T) {
 			codes.InvalidArgument, "~invalid timestamp"},
 		{"events: year before 1", events(&types.EventsRequest{Timestamp: &timestamppb.Timestamp{Seconds: -1e12}}),
 			codes.InvalidArgument, "~invalid timestamp"},
-		{"events: afterSeq far ahead", events(&types.EventsRequest{StoredOnly: true, AfterSeq: math.MaxUint64}), codes.OK, ""},
+		{"events: afterSeq far ahead", events(&types.EventsRequest{StoredOnly: true, AfterSeq: math.MaxUint64}), codes.FailedPrecondition, "~is beyond the end of journal"}, // a cursor of another journal (issue 10)
 	}
 
 	// A checkpoint that fails (here: no CRIU) into dirs it had to make

@@ -22,6 +22,8 @@
 //	                  (the seccomp test denies the syscall and reads which it was)
 //	capeff            print "capeff HEX", the effective capability set from /proc/self/status
 //	flood             write to stdout without end (blocks once nobody reads), until killed
+//	flood-bg          the same in the background, while the next steps run (a process whose
+//	                  exit comes while its output is unread: the exit benchmarks)
 //
 // With no arguments it sleeps until killed.
 package main
@@ -116,6 +118,9 @@ func run(step []string) error {
 		return capEff()
 	case "flood":
 		return flood()
+	case "flood-bg":
+		go flood()
+		return nil
 	case "child-sleep":
 		// used by fork: the children just wait to be killed
 		sleepForever()

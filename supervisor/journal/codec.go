@@ -78,20 +78,15 @@ func clampStatus(v int64) uint32 {
 	return uint32(v)
 }
 
-// decodeLine decodes one record (without its newline). It rejects what a
-// torn write or garbage can look like yet still parse: non-objects such as
-// `null` or `7`, and objects without a type or a timestamp.
-func decodeLine(line []byte) (Event, error) {
-	var d decoder
-	return d.decode(line)
-}
-
 // decoder decodes records one after the other, reusing the strings of the
 // previous record where they repeat (a replay decodes millions).
 type decoder struct {
 	last [3]string // id, pid, incarnation of the previous record
 }
 
+// decode decodes one record (without its newline). It rejects what a torn
+// write or garbage can look like yet still parse: non-objects such as `null`
+// or `7`, and objects without a type or a timestamp.
 func (d *decoder) decode(line []byte) (Event, error) {
 	b := trimSpace(line)
 	if len(b) == 0 || b[0] != '{' {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/evjournal/containerd/internal/atomicfile"
 )
 
 // file is what the journal needs of an open file. *os.File implements it;
@@ -23,6 +25,12 @@ type file interface {
 // fileSystem is the layer every journal write goes through, so that tests
 // can make any step fail (ENOSPC on a write, EIO on an fsync, a rename or a
 // directory sync that fails) and check what the journal does about it.
+//
+// This is why the journal does its crash-safe replacements (journal.id, an
+// index, a rewritten segment) step by step here rather than through
+// internal/atomicfile, which the state files and the shim use: each step
+// must be injectable, and a rewritten segment's temp file stays open to be
+// appended to after the rename. The real directory sync is atomicfile's.
 type fileSystem interface {
 	OpenFile(name string, flag int, perm os.FileMode) (file, error)
 	CreateTemp(dir, pattern string) (file, error)
@@ -54,15 +62,7 @@ func (osFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, ne
 func (osFS) Remove(name string) error             { return os.Remove(name) }
 
 func (osFS) SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open journal directory: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return fmt.Errorf("sync journal directory %s: %w", dir, err)
 	}
 	return nil

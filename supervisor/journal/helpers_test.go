@@ -162,3 +162,9 @@ func writeFile(t testing.TB, path string, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+// decodeLine decodes one record with a fresh decoder (decoder.decode).
+func decodeLine(line []byte) (Event, error) {
+	var d decoder
+	return d.decode(line)
+}

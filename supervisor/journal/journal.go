@@ -23,9 +23,7 @@ type Options struct {
 
 	segmentRecords int        // default DefaultSegmentRecords; small in tests
 	fs             fileSystem // default osFS; tests inject faults
-	// crashAt, when it returns true for a step, makes the journal stop right
-	// there as if the process died: no cleanup, no rollback. Tests only.
-	crashAt func(compactStep) bool
+	failpoints     failpoints // empty unless built with -tags failpoints (tests)
 }
 
 // Journal is a directory of segment files plus, in memory, the events of
@@ -50,7 +48,6 @@ type Journal struct {
 	clock       clockState
 	committed   clockState // clock as of the last Commit, restored by a rollback
 	closed      bool
-	halted      error // set by a simulated crash (tests): every write fails with it
 
 	mu   sync.RWMutex
 	view view // guarded by mu: what readers see
@@ -199,7 +196,7 @@ func (j *Journal) writable() error {
 	if j.closed {
 		return ErrClosed
 	}
-	return j.halted
+	return j.halted()
 }
 
 // stamp assigns what Append promises: Seq last+1 (never wrapping), the

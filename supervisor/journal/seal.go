@@ -8,8 +8,9 @@ import (
 	"strings"
 )
 
-// compactStep names the points where a test can stop a file operation as if
-// the process had died there. Each is "about to do" the named thing.
+// compactStep names the points where a test built with -tags failpoints can
+// stop a file operation as if the process had died there (failpoint.go).
+// Each is "about to do" the named thing.
 type compactStep string
 
 const (
@@ -29,25 +30,15 @@ const (
 	stepRemoveIdx compactStep = "remove-idx" // log removed, index not
 )
 
-// sealSteps and retainSteps list the steps in order, for tests.
-var (
-	rewriteSteps = []compactStep{stepCreate, stepWrite, stepSync, stepRename, stepSyncDir}
-	sealSteps    = []compactStep{stepSealSync, stepSealIndex, stepSealCreate, stepSealSyncDir}
-	retainSteps  = []compactStep{stepRemoveLog, stepRemoveIdx}
-)
-
-// errSimulatedCrash is what an operation stopped by Options.crashAt returns.
+// errSimulatedCrash is what an operation stopped at a failpoint returns; an
+// operation that gets it leaves the disk as a dead process would.
 var errSimulatedCrash = errors.New("simulated crash")
 
-// crash reports whether a test wants the process "dead" at step; from then
-// on every write fails, as nothing more would happen.
-func (j *Journal) crash(step compactStep) bool {
-	if j.opts.crashAt == nil || !j.opts.crashAt(step) {
-		return false
-	}
-	j.halted = errSimulatedCrash
-	return true
-}
+// crash reports whether a test stops the journal at step (failpoints).
+func (j *Journal) crash(step compactStep) bool { return j.opts.failpoints.crash(step) }
+
+// halted is the error every write fails with after a simulated crash.
+func (j *Journal) halted() error { return j.opts.failpoints.halted() }
 
 // tempPrefix names the journal's temp files (rewrites, indexes), hidden, so
 // that removeStaleTemps finds exactly the leftovers of a crash.
@@ -59,7 +50,7 @@ const tempPrefix = ".seg-tmp-"
 // growing meanwhile (bounded by roomInActive).
 func (j *Journal) maybeSeal() {
 	n := len(j.active.evs)
-	if n < j.opts.segmentRecords || n < j.sealRetryAt || j.halted != nil {
+	if n < j.opts.segmentRecords || n < j.sealRetryAt || j.halted() != nil {
 		return
 	}
 	if err := j.seal(); err != nil {
@@ -194,7 +185,7 @@ func (j *Journal) createSegment(base uint64) (*activeSeg, error) {
 // a retained event. Readers still serve at most RetainCount (see floor).
 func (j *Journal) retain() {
 	r := uint64(j.opts.RetainCount)
-	if r == 0 || j.halted != nil {
+	if r == 0 || j.halted() != nil {
 		return
 	}
 	removed := 0

@@ -65,6 +65,9 @@ func main() {
 	only := flag.String("only", "", "comma-separated groups to run (start, exit, journal, journal10m, fanout); default all")
 	quickFlag := flag.Bool("quick", false, "small sizes, for a smoke run (figures not comparable)")
 	flag.Parse()
+	if spec := os.Getenv(pollerEnv); spec != "" {
+		os.Exit(runPollers(spec))
+	}
 	os.Exit(run(*out, *dir, *only, *quickFlag))
 }
 

@@ -29,9 +29,12 @@ type Daemon struct {
 	env      *Env
 	Dir      string
 	StateDir string
-	RuncRoot string
-	Socket   string
-	LogPath  string
+	// JournalDir is the state dir too: the reliability checks read and
+	// damage the journal files there.
+	JournalDir string
+	RuncRoot   string
+	Socket     string
+	LogPath    string
 	// Extra flags, after the ones that point it at the private dirs.
 	Extra []string
 	// PprofAddr is where --pprof-address serves (goroutine counts).
@@ -48,7 +51,7 @@ type Daemon struct {
 // every process referring to its dir killed.
 func (e *Env) NewDaemon(name string, extra ...string) (*Daemon, error) {
 	dir := e.Path(name)
-	d := &Daemon{env: e, Dir: dir, StateDir: filepath.Join(dir, "state"), RuncRoot: filepath.Join(dir, "runc"),
+	d := &Daemon{env: e, Dir: dir, StateDir: filepath.Join(dir, "state"), JournalDir: filepath.Join(dir, "state"), RuncRoot: filepath.Join(dir, "runc"),
 		Socket: filepath.Join(dir, "c.sock"), LogPath: filepath.Join(dir, "daemon.log"), Extra: extra}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -74,7 +77,7 @@ func freePort() (int, error) {
 // Flags is the daemon's command line.
 func (d *Daemon) Flags() []string {
 	return append([]string{
-		"--state-dir", d.StateDir, "--listen", "unix://" + d.Socket,
+		"--state-dir", d.StateDir, "--journal-dir", d.JournalDir, "--listen", "unix://" + d.Socket,
 		"--runtime", d.env.Bins.Runc, "--runtime-args", "--root=" + d.RuncRoot,
 		"--shim", d.env.Bins.Shim, "--pprof-address", d.PprofAddr,
 	}, d.Extra...)

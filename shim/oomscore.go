@@ -1,0 +1,34 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+)
+
+// maxOOMScoreAdj is the kernel's upper bound of oom_score_adj.
+const maxOOMScoreAdj = 1000
+
+// adjustOOMScore makes the shim a slightly likelier OOM victim than the
+// daemon that started it: oom_score_adj = the daemon's + 1, capped at 1000.
+// The shim inherits the daemon's value (the shipped unit sets -999), so
+// without this every shim, and through it runc and every container whose
+// spec sets no process.oomScoreAdj, would be spared by the OOM killer as
+// much as the daemon itself. Called once, before anything is started, so
+// what the shim starts inherits the new value. Raising the value needs no
+// privilege.
+func adjustOOMScore() error {
+	const path = "/proc/self/oom_score_adj"
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(string(bytes.TrimSpace(data)))
+	if err != nil {
+		return wrap("read "+path, err)
+	}
+	if n >= maxOOMScoreAdj {
+		return nil
+	}
+	return os.WriteFile(path, []byte(strconv.Itoa(n+1)), 0)
+}
