@@ -130,6 +130,19 @@ func (s *Supervisor) loadOne(ctx context.Context, id string) loaded {
 	return loaded{id: id, timedOut: true, err: fmt.Errorf("loading took over %s", restoreTimeout)}
 }
 
+// watchRestored hands a live restored process to the monitor. One whose
+// exit FIFO was damaged has no fd (runtime.Load warned about it): reconcile
+// catches its exit instead, from the shim itself, so that is no error.
+func (s *Supervisor) watchRestored(e *entry, p Process) {
+	if p.ExitFD() < 0 {
+		return
+	}
+	if err := s.mon.Monitor(p); err != nil {
+		s.log.WithError(err).WithFields(map[string]interface{}{"container": e.id, "pid": p.ID()}).
+			Error("cannot monitor restored process: its exit is caught by reconcile only")
+	}
+}
+
 // leaveHungLoad leaves a container whose load timed out where it is: its
 // state may be whole (a stuck file system, say), so it is neither set aside
 // nor recovered; the next start loads it again. Meanwhile it is not
@@ -229,8 +242,8 @@ func (s *Supervisor) adopt(c Container, facts journalFacts) {
 		s.procs[p] = e
 		if p.State() == runtime.Stopped {
 			dead = append(dead, p)
-		} else if err := s.mon.Monitor(p); err != nil {
-			s.log.WithError(err).WithField("container", e.id).Error("cannot monitor restored process")
+		} else {
+			s.watchRestored(e, p)
 		}
 	}
 	if e.init == nil {
@@ -309,9 +322,7 @@ func (s *Supervisor) adoptRetired(c Container, published map[string]bool) {
 		// is handled (killExecs); its real exit comes through the monitor.
 		// Marking it dead would make up a status for a running process.
 		if p.ID() != "init" && p.State() != runtime.Stopped {
-			if err := s.mon.Monitor(p); err != nil {
-				s.log.WithError(err).WithField("container", e.id).Error("cannot monitor restored process")
-			}
+			s.watchRestored(e, p)
 			continue
 		}
 		dead = append(dead, p)
