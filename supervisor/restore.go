@@ -334,6 +334,21 @@ func (s *Supervisor) adoptRetired(c Container, published map[string]bool) {
 	s.replayDead(e, dead, published)
 }
 
+// watchRestored puts a live restored process in the monitor. One whose exit
+// FIFO could not be reopened (damaged: the runtime warned already) has no fd
+// to watch: the reconcile pass, which also checks the shim itself, finds its
+// exit.
+func (s *Supervisor) watchRestored(e *entry, p Process) {
+	if p.ExitFD() < 0 {
+		s.log.WithField("container", e.id).WithField("pid", p.ID()).
+			Info("restored process without an exit FIFO: its exit is found by the reconcile pass")
+		return
+	}
+	if err := s.mon.Monitor(p); err != nil {
+		s.log.WithError(err).WithField("container", e.id).Error("cannot monitor restored process; the reconcile pass finds its exit")
+	}
+}
+
 // pendingExits counts the processes whose exit restore has queued.
 func (s *Supervisor) pendingExits() int {
 	n := 0
