@@ -130,19 +130,6 @@ func (s *Supervisor) loadOne(ctx context.Context, id string) loaded {
 	return loaded{id: id, timedOut: true, err: fmt.Errorf("loading took over %s", restoreTimeout)}
 }
 
-// watchRestored hands a live restored process to the monitor. One whose
-// exit FIFO was damaged has no fd (runtime.Load warned about it): reconcile
-// catches its exit instead, from the shim itself, so that is no error.
-func (s *Supervisor) watchRestored(e *entry, p Process) {
-	if p.ExitFD() < 0 {
-		return
-	}
-	if err := s.mon.Monitor(p); err != nil {
-		s.log.WithError(err).WithFields(map[string]interface{}{"container": e.id, "pid": p.ID()}).
-			Error("cannot monitor restored process: its exit is caught by reconcile only")
-	}
-}
-
 // leaveHungLoad leaves a container whose load timed out where it is: its
 // state may be whole (a stuck file system, say), so it is neither set aside
 // nor recovered; the next start loads it again. Meanwhile it is not
