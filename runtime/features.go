@@ -61,12 +61,17 @@ func RuntimeFeatures(runtime string) Features {
 	}
 	key := featureKey{path: path, mtime: fi.ModTime(), size: fi.Size()}
 	featureCache.Lock()
-	defer featureCache.Unlock()
-	if f, ok := featureCache.m[key]; ok {
+	f, ok := featureCache.m[key]
+	featureCache.Unlock()
+	if ok {
 		return f
 	}
-	f := probeFeatures(path)
+	// Probed without the lock: a slow runtime delays only its own starts.
+	// Two first starts of one runtime may both probe; same answer.
+	f = probeFeatures(path)
+	featureCache.Lock()
 	featureCache.m[key] = f
+	featureCache.Unlock()
 	return f
 }
 
