@@ -89,6 +89,7 @@ type fakeProcess struct {
 	killed    bool // signalled with SIGKILL by the supervisor
 	closed    int  // Close calls
 	pid       int
+	spec      specs.ProcessSpec // an exec's, as given to Exec
 }
 
 func (r *fakeRuntime) New(o runtime.ContainerOpts) (Container, error) {
@@ -193,7 +194,9 @@ func (c *fakeContainer) Start(ctx context.Context) error {
 }
 
 func (c *fakeContainer) Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio) (Process, error) {
-	return c.newProc(pid), nil
+	p := c.newProc(pid)
+	p.spec = spec
+	return p, nil
 }
 
 func (c *fakeContainer) Processes() []Process {
@@ -340,7 +343,7 @@ func (p *fakeProcess) Signal(sig syscall.Signal) error {
 }
 func (p *fakeProcess) Resize(w, h uint32) error { return nil }
 func (p *fakeProcess) CloseStdin() error        { return nil }
-func (p *fakeProcess) Spec() specs.ProcessSpec  { return specs.ProcessSpec{} }
+func (p *fakeProcess) Spec() specs.ProcessSpec  { return p.spec }
 func (p *fakeProcess) Stdio() runtime.Stdio     { return runtime.Stdio{} }
 func (p *fakeProcess) MarkExitPublished() error {
 	p.mu.Lock()

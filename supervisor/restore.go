@@ -229,8 +229,8 @@ func (s *Supervisor) adopt(c Container, facts journalFacts) {
 		s.procs[p] = e
 		if p.State() == runtime.Stopped {
 			dead = append(dead, p)
-		} else if err := s.mon.Monitor(p); err != nil {
-			s.log.WithError(err).WithField("container", e.id).Error("cannot monitor restored process")
+		} else {
+			s.watchRestored(e, p)
 		}
 	}
 	if e.init == nil {
@@ -309,9 +309,7 @@ func (s *Supervisor) adoptRetired(c Container, published map[string]bool) {
 		// is handled (killExecs); its real exit comes through the monitor.
 		// Marking it dead would make up a status for a running process.
 		if p.ID() != "init" && p.State() != runtime.Stopped {
-			if err := s.mon.Monitor(p); err != nil {
-				s.log.WithError(err).WithField("container", e.id).Error("cannot monitor restored process")
-			}
+			s.watchRestored(e, p)
 			continue
 		}
 		dead = append(dead, p)
@@ -321,6 +319,21 @@ func (s *Supervisor) adoptRetired(c Container, published map[string]bool) {
 		return
 	}
 	s.replayDead(e, dead, published)
+}
+
+// watchRestored puts a live restored process in the monitor. One whose exit
+// FIFO could not be reopened (damaged: the runtime warned already) has no fd
+// to watch: the reconcile pass, which also checks the shim itself, finds its
+// exit.
+func (s *Supervisor) watchRestored(e *entry, p Process) {
+	if p.ExitFD() < 0 {
+		s.log.WithField("container", e.id).WithField("pid", p.ID()).
+			Info("restored process without an exit FIFO: its exit is found by the reconcile pass")
+		return
+	}
+	if err := s.mon.Monitor(p); err != nil {
+		s.log.WithError(err).WithField("container", e.id).Error("cannot monitor restored process; the reconcile pass finds its exit")
+	}
 }
 
 // pendingExits counts the processes whose exit restore has queued.
