@@ -26,6 +26,7 @@ func eventsCommand() *cli.Command {
 			&cli.StringFlag{Name: "id", Usage: "only the events of this container"},
 			&cli.BoolFlag{Name: "stored-only", Usage: "print the stored events, then exit (all of them without --since/--timestamp)"},
 			&cli.Uint64Flag{Name: "after-seq", Usage: "replay events after this sequence number, then follow"},
+			&cli.StringFlag{Name: "journal-id", Usage: "with --after-seq: the journalId of the event that seq came with; refused if the daemon's journal is another"},
 			formatFlag,
 		},
 		Action: func(c *cli.Context) error {
@@ -34,6 +35,9 @@ func eventsCommand() *cli.Command {
 				return err
 			}
 			req.Id = c.String("id")
+			if req.AfterSeq != 0 {
+				req.JournalId = c.String("journal-id")
+			}
 			format, err := outputFormat(c)
 			if err != nil {
 				return err

@@ -61,12 +61,17 @@ func RuntimeFeatures(runtime string) Features {
 	}
 	key := featureKey{path: path, mtime: fi.ModTime(), size: fi.Size()}
 	featureCache.Lock()
-	defer featureCache.Unlock()
-	if f, ok := featureCache.m[key]; ok {
+	f, ok := featureCache.m[key]
+	featureCache.Unlock()
+	if ok {
 		return f
 	}
-	f := probeFeatures(path)
+	// Probed without the lock: a slow runtime delays only its own starts.
+	// Two first starts of one runtime may both probe; same answer.
+	f = probeFeatures(path)
+	featureCache.Lock()
 	featureCache.m[key] = f
+	featureCache.Unlock()
 	return f
 }
 
@@ -75,9 +80,12 @@ func RuntimeFeatures(runtime string) Features {
 // runtime does not run. That answer is cached too, so a runtime that hangs
 // costs the bound once per build, not once per start.
 func probeFeatures(path string) Features {
-	global, err1 := helpText(path)
-	create, err2 := helpText(path, "create")
-	if err1 != nil || err2 != nil {
+	global, err := helpText(path)
+	if err != nil {
+		return allFeatures
+	}
+	create, err := helpText(path, "create")
+	if err != nil {
 		return allFeatures
 	}
 	return Features{
@@ -92,7 +100,12 @@ func probeFeatures(path string) Features {
 func helpText(path string, sub ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), featureTimeout)
 	defer cancel()
-	return exec.CommandContext(ctx, path, append(sub, "--help")...).Output()
+	cmd := exec.CommandContext(ctx, path, append(sub, "--help")...)
+	// A runtime killed at the timeout may have left a child holding its
+	// stdout: without WaitDelay, Output would wait for that pipe for ever,
+	// holding the feature cache and so every later create.
+	cmd.WaitDelay = time.Second
+	return cmd.Output()
 }
 
 // hasFlag finds "--name" as a whole flag in a help text ("--log" is not

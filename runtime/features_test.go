@@ -3,6 +3,9 @@ package runtime_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,5 +43,35 @@ func TestRuntimeFeatures(t *testing.T) {
 	}
 	if got := runtime.RuntimeFeatures("/no/such/runtime"); got != modern {
 		t.Errorf("a missing runtime: %+v, want today's runc assumed %+v", got, modern)
+	}
+}
+
+// TestRuntimeFeaturesHangingProbe: a runtime whose --help hangs, leaving a
+// child that holds its stdout, costs the probe's bound once and is taken
+// for today's runc; the probe does not wait for the child's pipe for ever
+// (it would hold the feature cache, and every later create with it).
+func TestRuntimeFeaturesHangingProbe(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "hanging-runtime")
+	// The background sleep keeps stdout open after the shell is killed.
+	must(t, os.WriteFile(script, []byte("#!/bin/sh\nsleep 60 &\necho $! > "+filepath.Join(dir, "child")+"\nexec sleep 60\n"), 0o755))
+	t.Cleanup(func() {
+		if data, err := os.ReadFile(filepath.Join(dir, "child")); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	start := time.Now()
+	modern := runtime.Features{ConsoleSocket: true, Log: true, PidFile: true, NoNewKeyring: true, PreserveFds: true}
+	if got := runtime.RuntimeFeatures(script); got != modern {
+		t.Errorf("hanging runtime: %+v, want today's runc assumed %+v", got, modern)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("the probe took %v: it waited on the pipe a child of the runtime holds", d)
+	}
+	if got := runtime.RuntimeFeatures(script); got != modern || time.Since(start) > 16*time.Second {
+		t.Errorf("the second call was not answered from the cache")
 	}
 }

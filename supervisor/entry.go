@@ -1,6 +1,13 @@
 package supervisor
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/containerd/errdefs"
+
+	"github.com/evjournal/containerd/specs"
+)
 
 // entry is the loop's record of one container incarnation. Owned by the loop.
 type entry struct {
@@ -9,7 +16,7 @@ type entry struct {
 	status   string    // creating, running, paused, stopped
 	init     Process
 	execs    map[string]Process
-	reserved map[string]bool // exec ids whose creation is in progress
+	reserved map[string]int // exec ids whose creation is in progress, with their stateWeight
 	exiting  map[Process]bool
 	// initExit holds the init's exit once known, while execs are still
 	// running: their exits are published first.
@@ -29,7 +36,7 @@ const statusCreating = "creating"
 
 func newEntry(id string) *entry {
 	return &entry{id: id, status: statusCreating, execs: map[string]Process{},
-		reserved: map[string]bool{}, exiting: map[Process]bool{}}
+		reserved: map[string]int{}, exiting: map[Process]bool{}}
 }
 
 // process finds a process of the entry by its client-side id.
@@ -68,4 +75,45 @@ func (e *entry) info() ContainerInfo {
 
 func processInfo(p Process) ProcessInfo {
 	return ProcessInfo{ID: p.ID(), SystemPid: p.SystemPid(), Spec: p.Spec(), Stdio: p.Stdio()}
+}
+
+// Bounds on what one container's execs add to a State reply, which lists
+// every process with its args and env and must stay under the 4 MiB a
+// client accepts (docs/api.md 7.1).
+const (
+	maxExecsPerContainer = 1024
+	maxExecBytes         = 1 << 20
+)
+
+// stateWeight is about what a process adds to a State reply: its args and
+// env, and a fixed part for the rest (ids, cwd, stdio paths, framing).
+func stateWeight(spec specs.ProcessSpec) int {
+	n := 256 + len(spec.Cwd)
+	for _, l := range [][]string{spec.Args, spec.Env} {
+		for _, v := range l {
+			n += len(v) + 8
+		}
+	}
+	return n
+}
+
+// execRoom says whether an exec of weight w fits in the container's bounds.
+func (e *entry) execRoom(w int) error {
+	count, total := len(e.reserved), w
+	for _, x := range e.execs {
+		count++
+		total += stateWeight(x.Spec())
+	}
+	for _, r := range e.reserved {
+		total += r
+	}
+	if count >= maxExecsPerContainer {
+		return fmt.Errorf("container %q runs %d execs, the most one container may (they are all listed in State): %w",
+			e.id, count, errdefs.ErrResourceExhausted)
+	}
+	if total > maxExecBytes {
+		return fmt.Errorf("container %q: its execs' args and env would add %d bytes to a State reply, more than the %d one container may: %w",
+			e.id, total, maxExecBytes, errdefs.ErrResourceExhausted)
+	}
+	return nil
 }

@@ -36,16 +36,21 @@ func (s *Supervisor) startExec(ctx context.Context, r ExecRequest, done func(int
 		done(0, errNotRunning(r.ID))
 		return
 	}
-	if _, taken := e.process(r.Pid); taken || e.reserved[r.Pid] || r.Pid == "init" {
+	if _, taken := e.process(r.Pid); taken || e.reserved[r.Pid] > 0 || r.Pid == "init" {
 		err := fmt.Errorf("mkdir %s: file exists", filepath.Join(s.cfg.StateDir, r.ID, r.Pid))
 		done(0, errmark.Mark(err, errdefs.ErrAlreadyExists))
+		return
+	}
+	w := stateWeight(r.Spec)
+	if err := e.execRoom(w); err != nil {
+		done(0, err)
 		return
 	}
 	if err := s.admit("exec"); err != nil {
 		done(0, err)
 		return
 	}
-	e.reserved[r.Pid] = true
+	e.reserved[r.Pid] = w
 	var p Process
 	start := time.Now()
 	s.enqueue(r.ID, step{
@@ -80,6 +85,6 @@ func (s *Supervisor) finishExec(e *entry, pid string, p Process, err error, done
 		done(0, fmt.Errorf("process %q of container %q started but its start-process event cannot be journaled, so it is killed: %w", pid, e.id, err))
 	})
 	s.afterCommit(func() {
-		s.enqueue(e.id, step{name: "mark-exec-started", retry: true, work: func(context.Context) error { return p.MarkStarted() }})
+		s.enqueue(e.id, step{name: "mark-exec-started", retry: true, work: func(context.Context) error { return e.c.Records().MarkStarted(pid) }})
 	})
 }

@@ -93,6 +93,7 @@ type fakeProcess struct {
 	kills     int  // how many times
 	closed    int  // Close calls
 	pid       int
+	spec      specs.ProcessSpec // an exec's, as given to Exec
 }
 
 func (r *fakeRuntime) New(o runtime.ContainerOpts) (Container, error) {
@@ -203,7 +204,9 @@ func (c *fakeContainer) Start(ctx context.Context) error {
 }
 
 func (c *fakeContainer) Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio) (Process, error) {
-	return c.newProc(pid), nil
+	p := c.newProc(pid)
+	p.spec = spec
+	return p, nil
 }
 
 func (c *fakeContainer) Processes() []Process {
@@ -351,7 +354,7 @@ func (p *fakeProcess) Signal(sig syscall.Signal) error {
 }
 func (p *fakeProcess) Resize(w, h uint32) error { return nil }
 func (p *fakeProcess) CloseStdin() error        { return nil }
-func (p *fakeProcess) Spec() specs.ProcessSpec  { return specs.ProcessSpec{} }
+func (p *fakeProcess) Spec() specs.ProcessSpec  { return p.spec }
 func (p *fakeProcess) Stdio() runtime.Stdio     { return runtime.Stdio{} }
 func (p *fakeProcess) MarkExitPublished() error {
 	p.mu.Lock()
@@ -519,4 +522,51 @@ func (c *fakeContainer) isDeleted() bool {
 	c.rt.mu.Lock()
 	defer c.rt.mu.Unlock()
 	return c.deleted
+}
+
+func (c *fakeContainer) Records() Records { return fakeRecords{c} }
+
+// fakeRecords keeps the markers on the fake container and processes.
+type fakeRecords struct{ c *fakeContainer }
+
+func (r fakeRecords) proc(pid string) (*fakeProcess, error) {
+	r.c.rt.mu.Lock()
+	defer r.c.rt.mu.Unlock()
+	p, ok := r.c.procs[pid]
+	if !ok {
+		return nil, fmt.Errorf("no process %q", pid)
+	}
+	return p, nil
+}
+
+func (r fakeRecords) MarkStarted(pid string) error {
+	if pid == "init" {
+		return r.c.MarkStarted()
+	}
+	p, err := r.proc(pid)
+	if err != nil {
+		return err
+	}
+	return p.MarkStarted()
+}
+
+func (r fakeRecords) Started(pid string) bool {
+	if pid == "init" {
+		return r.c.Started()
+	}
+	p, err := r.proc(pid)
+	return err == nil && p.Started()
+}
+
+func (r fakeRecords) MarkExitPublished(pid string) error {
+	p, err := r.proc(pid)
+	if err != nil {
+		return err
+	}
+	return p.MarkExitPublished()
+}
+
+func (r fakeRecords) ExitPublished(pid string) bool {
+	p, err := r.proc(pid)
+	return err == nil && p.ExitPublished()
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+
+	"github.com/evjournal/containerd/specs"
 	"github.com/evjournal/containerd/supervisor/journal"
 )
 
@@ -489,5 +491,37 @@ func TestRetainCountBoundsWhatIsServed(t *testing.T) {
 	// 40 would miss them, so it is refused.
 	if _, err := s.Subscribe(ctx, SubscribeRequest{AfterSeq: 40}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("resume after seq 40: %v, want no longer retained", err)
+	}
+}
+
+// TestExecBoundPerContainer: what one container's execs add to a State
+// reply is bounded: an exec past it is refused with ResourceExhausted,
+// naming the container and the bound, and fits again once others exited.
+func TestExecBoundPerContainer(t *testing.T) {
+	h := newHarness(t, newFakeRuntime(), t.TempDir())
+	c := h.create("a")
+	env := []string{strings.Repeat("x", 200<<10)} // ~200 KiB each: five fit in 1 MiB
+	ctx := context.Background()
+	var execs []*fakeProcess
+	for i := 0; i < 5; i++ {
+		if _, err := h.s.Exec(ctx, ExecRequest{ID: "a", Pid: fmt.Sprintf("e%d", i), Spec: specs.ProcessSpec{Env: env}}); err != nil {
+			t.Fatalf("exec %d: %v", i, err)
+		}
+		h.rt.mu.Lock()
+		execs = append(execs, c.procs[fmt.Sprintf("e%d", i)])
+		h.rt.mu.Unlock()
+	}
+	_, err := h.s.Exec(ctx, ExecRequest{ID: "a", Pid: "e5", Spec: specs.ProcessSpec{Env: env}})
+	if !errdefs.IsResourceExhausted(err) || !strings.Contains(err.Error(), `container "a"`) || !strings.Contains(err.Error(), "1048576") {
+		t.Fatalf("sixth big exec: %v, want ResourceExhausted naming the container and the bound", err)
+	}
+	if _, err := h.s.Exec(ctx, ExecRequest{ID: "a", Pid: "small"}); err != nil {
+		t.Fatalf("a small exec still fits: %v", err)
+	}
+	h.kill(execs[0], 0)
+	h.expect("start-container a", "start-process a e0", "start-process a e1", "start-process a e2",
+		"start-process a e3", "start-process a e4", "start-process a small", "exit a e0 0")
+	if _, err := h.s.Exec(ctx, ExecRequest{ID: "a", Pid: "e5", Spec: specs.ProcessSpec{Env: env}}); err != nil {
+		t.Fatalf("after an exit the big exec fits again: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -61,7 +62,8 @@ func TestRebootExitsOnce(t *testing.T) {
 	}
 	d.Start()
 	var exits []string
-	for _, ev := range storedSince(t, d, &timestamppb.Timestamp{}, "") {
+	all := storedSince(t, d, &timestamppb.Timestamp{}, "")
+	for _, ev := range all {
 		if ev.GetType() == "exit" {
 			exits = append(exits, fixture.Describe(ev))
 		}
@@ -80,5 +82,19 @@ func TestRebootExitsOnce(t *testing.T) {
 		if exits[i] != want[i] {
 			t.Fatalf("exits after the reboot %q, want %q", exits, want)
 		}
+	}
+
+	// The journal kept its id across the restarts: a cursor with it is
+	// served, one with another id refused (ctr events --journal-id).
+	jid := all[0].GetJournalId()
+	if len(jid) != 32 || all[len(all)-1].GetJournalId() != jid {
+		t.Fatalf("journal ids %q .. %q", jid, all[len(all)-1].GetJournalId())
+	}
+	if r := ctr(t, d, "events", "--stored-only", "--after-seq", "1", "--journal-id", jid); r.code != 0 {
+		t.Errorf("ctr events with this journal's id: exit %d: %s", r.code, r.stderr)
+	}
+	r := ctr(t, d, "events", "--stored-only", "--after-seq", "1", "--journal-id", strings.Repeat("0", 32))
+	if r.code == 0 || !strings.Contains(r.stderr, "is from journal "+strings.Repeat("0", 32)) {
+		t.Errorf("ctr events with another journal's id: exit %d: %s", r.code, r.stderr)
 	}
 }
