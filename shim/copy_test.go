@@ -79,6 +79,12 @@ func TestDrainWaitsForSlowReader(t *testing.T) {
 		w.WriteString(strings.Repeat("z", 300000)) // more than the pipes hold
 		w.Close()
 	}()
+	// Drain from the moment output is pending (the copy blocked on dst),
+	// as after a real exit: a writer goroutine slow to start under load
+	// would otherwise look like an idle copy.
+	for !c.writing.Load() {
+		time.Sleep(time.Millisecond) // a flag to poll, no event
+	}
 	const idle = 20 * time.Millisecond
 	result := make(chan drainResult, 1)
 	go func() { result <- drain([]*copier{c}, &last, idle, time.Minute) }()

@@ -205,7 +205,7 @@ func (s *Supervisor) finishCreate(e *entry, c Container, p Process, err error, d
 		done(ContainerInfo{}, fmt.Errorf("container %q started but its start-container event cannot be journaled, so it is killed: %w", e.id, err))
 	})
 	s.afterCommit(func() {
-		s.enqueue(e.id, step{name: "mark-started", retry: true, work: func(context.Context) error { return c.MarkStarted() }})
+		s.enqueue(e.id, step{name: "mark-started", retry: true, work: func(context.Context) error { return c.Records().MarkStarted("init") }})
 	})
 }
 

@@ -85,6 +85,6 @@ func (s *Supervisor) finishExec(e *entry, pid string, p Process, err error, done
 		done(0, fmt.Errorf("process %q of container %q started but its start-process event cannot be journaled, so it is killed: %w", pid, e.id, err))
 	})
 	s.afterCommit(func() {
-		s.enqueue(e.id, step{name: "mark-exec-started", retry: true, work: func(context.Context) error { return p.MarkStarted() }})
+		s.enqueue(e.id, step{name: "mark-exec-started", retry: true, work: func(context.Context) error { return e.c.Records().MarkStarted(pid) }})
 	})
 }

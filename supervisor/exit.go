@@ -149,7 +149,7 @@ func (s *Supervisor) publishExecExit(e *entry, p Process, status uint32, at time
 	s.emit(s.exitEvent(e, p.ID(), status, at))
 	s.afterCommit(func() {
 		s.enqueue(e.id, step{name: "remove-exec", retry: true, work: func(context.Context) error {
-			if err := p.MarkExitPublished(); err != nil {
+			if err := e.c.Records().MarkExitPublished(p.ID()); err != nil {
 				return err
 			}
 			p.Close()
@@ -193,7 +193,7 @@ func (s *Supervisor) deleteStep(e *entry) step {
 	return step{name: "delete", retry: true, work: func(ctx context.Context) error {
 		start := time.Now()
 		defer s.m.deleteTime.UpdateSince(start)
-		if err := e.init.MarkExitPublished(); err != nil {
+		if err := e.c.Records().MarkExitPublished("init"); err != nil {
 			return err
 		}
 		e.init.Close()

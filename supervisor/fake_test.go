@@ -490,3 +490,50 @@ func (c *fakeContainer) isDeleted() bool {
 	defer c.rt.mu.Unlock()
 	return c.deleted
 }
+
+func (c *fakeContainer) Records() Records { return fakeRecords{c} }
+
+// fakeRecords keeps the markers on the fake container and processes.
+type fakeRecords struct{ c *fakeContainer }
+
+func (r fakeRecords) proc(pid string) (*fakeProcess, error) {
+	r.c.rt.mu.Lock()
+	defer r.c.rt.mu.Unlock()
+	p, ok := r.c.procs[pid]
+	if !ok {
+		return nil, fmt.Errorf("no process %q", pid)
+	}
+	return p, nil
+}
+
+func (r fakeRecords) MarkStarted(pid string) error {
+	if pid == "init" {
+		return r.c.MarkStarted()
+	}
+	p, err := r.proc(pid)
+	if err != nil {
+		return err
+	}
+	return p.MarkStarted()
+}
+
+func (r fakeRecords) Started(pid string) bool {
+	if pid == "init" {
+		return r.c.Started()
+	}
+	p, err := r.proc(pid)
+	return err == nil && p.Started()
+}
+
+func (r fakeRecords) MarkExitPublished(pid string) error {
+	p, err := r.proc(pid)
+	if err != nil {
+		return err
+	}
+	return p.MarkExitPublished()
+}
+
+func (r fakeRecords) ExitPublished(pid string) bool {
+	p, err := r.proc(pid)
+	return err == nil && p.ExitPublished()
+}

@@ -159,13 +159,13 @@ func (s *Supervisor) recoverContainer(id string, cause error, facts journalFacts
 // compacted away, its start may have been among them and the container is
 // kept (never drop a live, acknowledged container).
 func (s *Supervisor) startKnown(c Container, facts journalFacts) bool {
-	if c.Started() || facts.starts[procKey(c.ID(), "init", c.Incarnation())] {
+	if c.Records().Started("init") || facts.starts[procKey(c.ID(), "init", c.Incarnation())] {
 		return true
 	}
 	if !facts.oldest.IsZero() && facts.oldest.After(c.Created()) {
 		s.log.WithField("container", c.ID()).Warn("restore: no started marker, and the journal no longer reaches back to the " +
 			"container's creation: its start may have been compacted away; adopted")
-		s.enqueue(c.ID(), step{name: "mark-started", retry: true, work: func(context.Context) error { return c.MarkStarted() }})
+		s.enqueue(c.ID(), step{name: "mark-started", retry: true, work: func(context.Context) error { return c.Records().MarkStarted("init") }})
 		return true
 	}
 	return false
@@ -217,7 +217,7 @@ func (s *Supervisor) adopt(c Container, facts journalFacts) {
 	e.c, e.status = c, StatusRunning
 	var dead []Process
 	for _, p := range c.Processes() {
-		if p.ID() != "init" && !p.Started() && !facts.starts[procKey(c.ID(), p.ID(), c.Incarnation())] {
+		if p.ID() != "init" && !c.Records().Started(p.ID()) && !facts.starts[procKey(c.ID(), p.ID(), c.Incarnation())] {
 			s.abandonExec(c, p)
 			continue
 		}
@@ -261,7 +261,7 @@ func (s *Supervisor) setAsideEntry(e *entry, cause error) {
 func (s *Supervisor) replayDead(e *entry, dead []Process, published map[string]bool) {
 	sort.SliceStable(dead, func(i, j int) bool { return dead[j] == e.init && dead[i] != e.init })
 	for _, p := range dead {
-		if p.ExitPublished() || published[procKey(e.id, p.ID(), e.c.Incarnation())] {
+		if e.c.Records().ExitPublished(p.ID()) || published[procKey(e.id, p.ID(), e.c.Incarnation())] {
 			s.finishPublished(e, p)
 			continue
 		}
@@ -277,7 +277,7 @@ func (s *Supervisor) finishPublished(e *entry, p Process) {
 	if p != e.init {
 		delete(e.execs, p.ID())
 		s.enqueue(e.id, step{name: "remove-exec", retry: true, work: func(context.Context) error {
-			p.MarkExitPublished()
+			e.c.Records().MarkExitPublished(p.ID())
 			p.Close()
 			return e.c.RemoveProcess(p.ID())
 		}})

@@ -28,7 +28,7 @@ type Runtime interface {
 }
 
 // Container is one container incarnation, as package runtime models it:
-// its lifecycle, and (StartRecord) what was published about it.
+// its lifecycle; what was published about it is in Records().
 type Container interface {
 	ID() string
 	Bundle() string
@@ -58,26 +58,24 @@ type Container interface {
 	// Discard removes the daemon's own state when Delete keeps failing
 	// (the runtime's state, if any, is left).
 	Discard() error
-	StartRecord // start-container
+	// Records is the container's publication bookkeeping (Records).
+	Records() Records
 }
 
-// StartRecord is on-disk bookkeeping, apart from the lifecycle: the marker
-// that a start event (start-container, start-process) was published, so a
-// restarted daemon publishes it once.
-type StartRecord interface {
-	MarkStarted() error
-	Started() bool
+// Records is on-disk bookkeeping of what was published about one container
+// incarnation, kept apart from the lifecycle: the marker that a process's
+// start event was published (start-container for "init", start-process for
+// an exec) and the marker that its exit event was, so that a restarted
+// daemon publishes each once. pid is "init" or the exec id.
+type Records interface {
+	MarkStarted(pid string) error
+	Started(pid string) bool
+	MarkExitPublished(pid string) error
+	ExitPublished(pid string) bool
 }
 
-// ExitRecord is the marker that a process's exit event was published, so
-// restore does not replay it.
-type ExitRecord interface {
-	MarkExitPublished() error
-	ExitPublished() bool
-}
-
-// Process is one process (init or exec) of a container: its lifecycle, and
-// (StartRecord, ExitRecord) what was published about it.
+// Process is one process (init or exec) of a container: its lifecycle.
+// What was published about it is in its container's Records.
 type Process interface {
 	monitor.ExitSource
 	ID() string
@@ -93,8 +91,6 @@ type Process interface {
 	Spec() specs.ProcessSpec
 	Stdio() runtime.Stdio
 	Close() error
-	StartRecord // start-process
-	ExitRecord
 }
 
 // Monitor is what the supervisor needs from package monitor.
@@ -173,6 +169,46 @@ func (c realContainer) Exec(ctx context.Context, pid string, spec specs.ProcessS
 		return nil, err
 	}
 	return p, nil
+}
+
+func (c realContainer) Records() Records { return runtimeRecords{c.Container} }
+
+// runtimeRecords keeps the markers in the process dirs (docs/shim-contract.md:
+// "started", "exit-published"); the init's start marker is the container's.
+type runtimeRecords struct{ c *runtime.Container }
+
+func (r runtimeRecords) MarkStarted(pid string) error {
+	if pid == "init" {
+		return r.c.MarkStarted()
+	}
+	p, ok := r.c.Process(pid)
+	if !ok {
+		return nil // removed already: nothing left for a restart to find
+	}
+	return p.MarkStarted()
+}
+
+func (r runtimeRecords) Started(pid string) bool {
+	if pid == "init" {
+		return r.c.Started()
+	}
+	p, ok := r.c.Process(pid)
+	return ok && p.Started()
+}
+
+func (r runtimeRecords) MarkExitPublished(pid string) error {
+	p, ok := r.c.Process(pid)
+	if !ok {
+		// Removed already (a retry of remove-exec after the marker was
+		// written and the process dropped): nothing left to mark.
+		return nil
+	}
+	return p.MarkExitPublished()
+}
+
+func (r runtimeRecords) ExitPublished(pid string) bool {
+	p, ok := r.c.Process(pid)
+	return ok && p.ExitPublished()
 }
 
 func (c realContainer) Processes() []Process {

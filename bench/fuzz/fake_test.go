@@ -146,8 +146,7 @@ func (c *fakeContainer) DeleteCheckpoint(dir, name string) error {
 }
 func (c *fakeContainer) OOMCgroups() (string, string) { return "", "" }
 func (c *fakeContainer) Retire() error                { return nil }
-func (c *fakeContainer) MarkStarted() error           { return nil }
-func (c *fakeContainer) Started() bool                { return true }
+func (c *fakeContainer) Records() supervisor.Records  { return fakeRecords{} }
 func (c *fakeContainer) Delete(context.Context) error { return nil }
 func (c *fakeContainer) Discard() error               { return nil }
 
@@ -170,11 +169,7 @@ func (p *fakeProcess) Resize(w, h uint32) error     { return nil }
 func (p *fakeProcess) CloseStdin() error            { return nil }
 func (p *fakeProcess) Spec() specs.ProcessSpec      { return p.spec }
 func (p *fakeProcess) Stdio() runtime.Stdio         { return p.stdio }
-func (p *fakeProcess) MarkExitPublished() error     { return nil }
-func (p *fakeProcess) ExitPublished() bool          { return false }
 func (p *fakeProcess) Close() error                 { return nil }
-func (p *fakeProcess) MarkStarted() error           { return nil }
-func (p *fakeProcess) Started() bool                { return true }
 
 // fakeMonitor reports every process as exited at once, except the init and
 // e1 of c1, which live for ever: the fuzzed creates and execs come and go,
@@ -200,3 +195,11 @@ func (m *fakeMonitor) Exits() <-chan monitor.ExitSource   { return m.exits }
 func (m *fakeMonitor) OOMs() <-chan string                { return m.ooms }
 func (m *fakeMonitor) Count() int                         { return 0 }
 func (m *fakeMonitor) Close() error                       { return nil }
+
+// fakeRecords: every start was published, no exit was.
+type fakeRecords struct{}
+
+func (fakeRecords) MarkStarted(string) error       { return nil }
+func (fakeRecords) Started(string) bool            { return true }
+func (fakeRecords) MarkExitPublished(string) error { return nil }
+func (fakeRecords) ExitPublished(string) bool      { return false }
