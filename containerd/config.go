@@ -30,6 +30,7 @@ type config struct {
 	retainCount       int
 	syncPolicy        journal.SyncPolicy
 	reconcileInterval time.Duration
+	subscriberBuffer  int
 	metricsInterval   time.Duration
 	metricsAddress    string
 	pprofAddress      string
@@ -56,6 +57,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "journal-sync", Value: "batch", Usage: "when the event journal is fsynced: always, batch or none"},
 		&cli.StringFlag{Name: "journal-dir", Usage: "event journal directory, on persistent storage (default " + defaultJournalDir +
 			" for the default --state-dir, " + journalRoot + "/journal-<state dir>-<hash> for another, so that two daemons never share one)"},
+		&cli.IntFlag{Name: "subscriber-buffer", Value: 2048, Usage: "events queued for each event subscriber; one that falls further behind is cut off, told the seq to resume after"},
 		&cli.DurationFlag{Name: "reconcile-interval", Value: 10 * time.Second, Usage: "how often container state is checked against the system (0 disables)"},
 		&cli.StringFlag{Name: "metrics-address", Usage: "serve metrics in Prometheus text format at http://ADDRESS/metrics (unauthenticated)"},
 		&cli.StringFlag{Name: "socket-group", Usage: "group (name or gid) that owns the unix socket. " +
@@ -77,6 +79,7 @@ func configFrom(c *cli.Context) (config, error) {
 		startTimeout:      c.Duration("start-timeout"),
 		retainCount:       c.Int("retain-count"),
 		reconcileInterval: c.Duration("reconcile-interval"),
+		subscriberBuffer:  c.Int("subscriber-buffer"),
 		metricsInterval:   c.Duration("metrics-interval"),
 		metricsAddress:    c.String("metrics-address"),
 		pprofAddress:      c.String("pprof-address"),
@@ -116,6 +119,8 @@ func (cfg config) check() error {
 		return fmt.Errorf("--metrics-interval %s: must not be negative", cfg.metricsInterval)
 	case cfg.reconcileInterval < 0:
 		return fmt.Errorf("--reconcile-interval %s: must not be negative", cfg.reconcileInterval)
+	case cfg.subscriberBuffer < 1:
+		return fmt.Errorf("--subscriber-buffer %d: must be at least 1", cfg.subscriberBuffer)
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ func TestDefaults(t *testing.T) {
 		listen:    listenAddr{proto: "unix", addr: "/run/containerd/containerd.sock"},
 		socketGID: -1, runtime: "runc", shim: "containerd-shim", startTimeout: 30 * time.Second,
 		retainCount: 500, syncPolicy: journal.SyncBatch, reconcileInterval: 10 * time.Second,
-		metricsInterval: 5 * time.Minute,
+		subscriberBuffer: 2048, metricsInterval: 5 * time.Minute,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("defaults\n got %+v\nwant %+v", cfg, want)
@@ -48,7 +48,8 @@ func TestFlags(t *testing.T) {
 		"-r", "crun", "--runtime-args", "--root=/a,b", "--runtime-args", "--debug", "--shim", "/bin/shim",
 		"--start-timeout", "5s", "--retain-count", "0", "--journal-sync", "always", "--reconcile-interval", "0",
 		"--metrics-interval", "0m0s", "--metrics-address", ":9100", "--pprof-address", "127.0.0.1:6060",
-		"--socket-group", "0", "--log-format", "json", "-graphite-address", "g:2003", "--journal-dir", "rel/journal")
+		"--socket-group", "0", "--log-format", "json", "-graphite-address", "g:2003", "--journal-dir", "rel/journal",
+		"--subscriber-buffer", "64")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestFlags(t *testing.T) {
 		listen:     listenAddr{proto: "tcp", addr: "127.0.0.1:0"}, socketGID: 0, runtime: "crun",
 		runtimeArgs: []string{"--root=/a,b", "--debug"}, shim: "/bin/shim", startTimeout: 5 * time.Second,
 		retainCount: 0, syncPolicy: journal.SyncAlways, metricsAddress: ":9100", pprofAddress: "127.0.0.1:6060",
-		graphiteAddress: "g:2003",
+		graphiteAddress: "g:2003", subscriberBuffer: 64,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("flags\n got %+v\nwant %+v", cfg, want)
@@ -110,6 +111,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--state-dir", ""}, "--state-dir cannot be empty"},
 		{[]string{"--socket-group", "no-such-group-here"}, "--socket-group"},
 		{[]string{"--metrics-interval", "-1s"}, "must not be negative"},
+		{[]string{"--subscriber-buffer", "0"}, "--subscriber-buffer 0: must be at least 1"},
 		{[]string{"--no-such-flag"}, "flag provided but not defined"},
 		{[]string{"extra-arg"}, ""}, // checked by action, below
 	}

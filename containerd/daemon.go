@@ -21,9 +21,9 @@ const (
 	// shutdownBudget bounds the whole shutdown: supervisors of the daemon
 	// expect it gone within 2 s of SIGINT/SIGTERM (docs/api.md section 8, item 4).
 	shutdownBudget = 1800 * time.Millisecond
-	// workers and subscriberBuffer are v0.2.9's sizes (docs/api.md 3.0, 3.13).
-	workers          = 10
-	subscriberBuffer = 2048
+	// workers is v0.2.9's size (docs/api.md 3.0); the subscriber buffer's
+	// default, --subscriber-buffer, is v0.2.9's 2048 (3.13).
+	workers = 10
 )
 
 // run is the daemon's life: state dir, lock, listen, register the API and
@@ -107,11 +107,11 @@ func supervisorConfig(cfg config, registry metrics.Registry, log *logrus.Entry) 
 		RuntimeArgs:       cfg.runtimeArgs,
 		Shim:              cfg.shim,
 		StartTimeout:      cfg.startTimeout,
+		SubscriberBuffer:  cfg.subscriberBuffer,
 		RetainCount:       retain,
 		SyncPolicy:        cfg.syncPolicy,
 		ReconcileInterval: reconcile,
 		Workers:           workers,
-		SubscriberBuffer:  subscriberBuffer,
 		Logger:            log,
 		Metrics:           registry,
 	}
