@@ -7,8 +7,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/evjournal/containerd/api/types"
 	"github.com/evjournal/containerd/integration/fixture"
 	"github.com/evjournal/containerd/specs"
 )
@@ -161,4 +166,39 @@ func TestShimOOMScoreAdj(t *testing.T) {
 	if got := oomScoreAdj(t, shimOf(t, d, a, "e1")); got != "101" {
 		t.Errorf("exec's shim under a daemon at 100: oom_score_adj %s, want 101", got)
 	}
+}
+
+// TestExecsBoundedPerContainer: what one container's execs add to a State
+// reply is bounded, with real runc: execs whose args and env fill the 1 MiB
+// a container may add run; the next is refused with ResourceExhausted
+// naming the container and the bound, while State still answers; once one
+// has exited the refused exec fits.
+func TestExecsBoundedPerContainer(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	id := fixture.UniqueID(t)
+	evs, _ := startAndWait(t, d, id, fixture.NewBundle(t))
+	big := func(pid string) *types.AddProcessRequest {
+		req := execReq(id, pid, "sleep", "forever")
+		// Two strings of 110 KiB: under the kernel's 128 KiB per string
+		// and the API's 256 KiB per exec; four such execs fit in 1 MiB,
+		// five do not.
+		req.Env = append(req.Env, "A="+strings.Repeat("a", 110<<10), "B="+strings.Repeat("b", 110<<10))
+		return req
+	}
+	for i := 0; i < 4; i++ {
+		addProcess(t, d, big(fmt.Sprintf("big%d", i)))
+		evs.Expect(fmt.Sprintf("start-process %s big%d", id, i))
+	}
+	_, err := d.Client.AddProcess(ctxT(t), big("big4"))
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), "1048576") {
+		t.Fatalf("fifth big exec: %v, want ResourceExhausted naming the container and the 1048576-byte bound", err)
+	}
+	if c := state(t, d, id); len(c.Processes) != 5 {
+		t.Fatalf("State lists %d processes, want init and 4 execs", len(c.Processes))
+	}
+	signal(t, d, id, "big0", syscall.SIGKILL)
+	evs.Expect(fmt.Sprintf("exit %s big0 137", id))
+	addProcess(t, d, big("big4"))
+	evs.Expect(fmt.Sprintf("start-process %s big4", id))
 }
