@@ -37,7 +37,7 @@ func (d *decoder) decodeFast(b []byte) (Event, bool) {
 	if !c.lit(`,"timestamp":`) {
 		return Event{}, false
 	}
-	c.check(parseTimestamp(c.str(), &ev.Timestamp))
+	c.check(d.timestamp(c.str(), &ev.Timestamp))
 	if c.lit(`,"seq":`) {
 		c.check(decodeSeq(&ev, c.num()))
 	}
@@ -48,7 +48,7 @@ func (d *decoder) decodeFast(b []byte) (Event, bool) {
 		c.check(decodeEpoch(&ev, c.num()))
 	}
 	if c.lit(`,"exitedAt":`) {
-		c.check(parseTimestamp(c.str(), &ev.ExitedAt))
+		c.check(d.timestamp(c.str(), &ev.ExitedAt))
 	}
 	return ev, c.lit("}") && c.i == len(b)
 }
@@ -150,20 +150,41 @@ func internType(b []byte) string {
 	return string(b)
 }
 
-// parseTimestamp reads the form this package writes, RFC 3339 in UTC with
-// 0 to 9 fraction digits ("2026-01-02T03:04:05.000000006Z"), checking
-// ranges as time.Parse does; any other form goes to time.Time's own parser.
-func parseTimestamp(b []byte, t *time.Time) bool {
-	if ts, ok := parseUTC(b); ok {
-		*t = ts
+// timestamp reads the form this package writes, RFC 3339 in UTC with 0 to
+// 9 fraction digits ("2026-01-02T03:04:05.000000006Z"), checking ranges as
+// time.Parse does; any other form goes to time.Time's own parser. It reuses
+// the previous record's date and time of day when this one has the same: a
+// replay's records come in time order, many within the same second, and
+// the calendar arithmetic was a tenth of a full replay's decoding.
+func (d *decoder) timestamp(b []byte, t *time.Time) bool {
+	if d.tsValid && len(b) >= 20 && b[len(b)-1] == 'Z' && string(b[:19]) == string(d.tsPrefix[:]) {
+		if ns, ok := fraction(b[19 : len(b)-1]); ok {
+			*t = time.Unix(d.tsSecs, int64(ns)).UTC()
+			return true
+		}
+	}
+	if secs, ns, ok := parseUTCParts(b); ok {
+		copy(d.tsPrefix[:], b[:19])
+		d.tsSecs, d.tsValid = secs, true
+		*t = time.Unix(secs, int64(ns)).UTC()
 		return true
 	}
 	return t.UnmarshalText(b) == nil
 }
 
 func parseUTC(b []byte) (time.Time, bool) {
-	if len(b) < 20 || b[len(b)-1] != 'Z' || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' {
+	secs, ns, ok := parseUTCParts(b)
+	if !ok {
 		return time.Time{}, false
+	}
+	return time.Unix(secs, int64(ns)).UTC(), true
+}
+
+// parseUTCParts returns the seconds since the epoch and the nanoseconds of
+// a timestamp in the form timestamp reads.
+func parseUTCParts(b []byte) (int64, int, bool) {
+	if len(b) < 20 || b[len(b)-1] != 'Z' || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' {
+		return 0, 0, false
 	}
 	y, ok1 := digits(b[0:4])
 	mo, ok2 := digits(b[5:7])
@@ -173,13 +194,13 @@ func parseUTC(b []byte) (time.Time, bool) {
 	s, ok6 := digits(b[17:19])
 	ns, ok7 := fraction(b[19 : len(b)-1])
 	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || y < 1 || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59 {
-		return time.Time{}, false
+		return 0, 0, false
 	}
 	if d > daysIn(mo, y) { // 31 April and the like: time.Parse refuses them
-		return time.Time{}, false
+		return 0, 0, false
 	}
 	secs := ((daysSinceEpoch(y, mo, d)*24+int64(h))*60+int64(mi))*60 + int64(s)
-	return time.Unix(secs, int64(ns)).UTC(), true
+	return secs, ns, true
 }
 
 func daysIn(month, year int) int {

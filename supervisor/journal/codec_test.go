@@ -193,3 +193,23 @@ func TestParseUTCMatchesTime(t *testing.T) {
 		}
 	}
 }
+
+// A decoder reuses the previous timestamp's date and time of day: a run of
+// records within one second, then the next second, then a prefix it has
+// seen followed by a bad fraction must each read as time.Parse reads them
+// (the last refused, then read by time's own parser, which refuses too).
+func TestDecoderTimestampReuse(t *testing.T) {
+	var d decoder
+	for _, s := range []string{
+		"2026-01-02T03:04:05Z", "2026-01-02T03:04:05.5Z", "2026-01-02T03:04:05.000000006Z",
+		"2026-01-02T03:04:06.1Z", "2026-01-02T03:04:06Z", "2026-01-03T03:04:06.25Z",
+		"2026-01-03T03:04:06.1234567891Z", "2026-01-03T03:04:06.Z", "2026-01-03T03:04:06.25+01:00",
+	} {
+		var got time.Time
+		ok := d.timestamp([]byte(s), &got)
+		want, err := time.Parse(time.RFC3339Nano, s)
+		if ok != (err == nil) || (ok && !got.Equal(want)) {
+			t.Fatalf("%s: decoder %v %v, time %v %v", s, got, ok, want, err)
+		}
+	}
+}
