@@ -147,9 +147,14 @@ func (x *exiter) report(plain, unread, loaded exitSeries, floor []float64, polls
 			Note: "ref. containerd 1.6 p95 1.0–1.3 ms on this machine"})
 	}
 	ratio := loaded.p(99) / plain.p(99)
+	// "Within a few ms of the same run without pollers" (issue 9), taken as 5.
+	goal := plain.p(99) + 5
 	rep.Add(harness.Figure{Name: "exit_event_p99_under_state_load_ms", Value: loaded.p(99), Unit: "ms",
+		Target: fmt.Sprintf("<= %.1f (p99 without pollers + 5 ms)", goal), Goal: goal, Max: true,
 		Floor: fmt.Sprintf("the same run without pollers: p99 %.3f ms (%.2f×)", plain.p(99), ratio),
-		Note:  fmt.Sprintf("plain exits while 100 clients call State in a loop (%d State replies during the series); p50 %.3f ms vs %.3f ms without", polls, loaded.p(50), plain.p(50))})
+		Note: fmt.Sprintf("plain exits while 100 clients call State in a loop (%d State replies during the series); p50 %.3f ms vs %.3f ms without; "+
+			"of which the shim's reap → receipt: p50 %.3f ms, p99 %.3f ms (the rest is before the reap: the container's exit reaching its shim)",
+			polls, loaded.p(50), plain.p(50), harness.Percentile(loaded.reap, 50), harness.Percentile(loaded.reap, 99))})
 	rep.Line("exit_event_floor_p50_ms", f50, "ms")
 	rep.Line("exit_event_floor_p99_ms", f99, "ms")
 }

@@ -64,7 +64,8 @@ func writeResults(path string, b *bench, took time.Duration, load string, quickR
 // isDetail tells the supporting lines from the figures the issue names
 // (those carry a floor or a note).
 func isDetail(name string) bool {
-	for _, f := range []string{"start_ratio_vs_runc", "concurrent_start_ratio_vs_runc", "exit_event_p50_ms", "exit_event_p99_ms",
+	for _, f := range []string{"daemon_rss_idle_mib", "start_ratio_vs_runc", "concurrent_start_ratio_vs_runc", "exit_event_p50_ms", "exit_event_p99_ms",
+		"exit_event_unread_stdout_p99_ms", "exit_reap_to_subscriber_p50_ms", "exit_reap_to_subscriber_p95_ms", "exit_event_p99_under_state_load_ms",
 		"shim_rss_median_kib", "shim_pss_median_kib", "daemon_rss_100_mib", "restore_500_s", "journal_append_per_s_always",
 		"journal_append_per_s_batch", "journal_append_per_s_none", "replay_last100_of_1m_ms", "replay_full_1m_ratio_vs_read",
 		"journal_open_10m_ms", "daemon_rss_10m_journal_mib", "replay_last100_of_10m_grpc_ms", "fanout_100_subscribers_events_per_s", "fanout_loop_task_latency_p99_ms"} {
