@@ -261,7 +261,7 @@ func (s *starter) restore() error {
 	listing := total - srv
 	s.b.rep.Add(harness.Figure{Name: "restore_500_s", Value: total.Seconds(), Unit: "s", Target: "<= 2", Goal: 2, Max: true,
 		Floor: fmt.Sprintf("`runc list` of the same %d containers: %.2f s", n, runcList.Seconds()),
-		Note: fmt.Sprintf("SIGKILL with %d live containers, restart, until State lists all running; health SERVING (restore done) after %.3f s, then %.3f s more until State listed them (State runs `runc ps` for every container, one after another)",
+		Note: fmt.Sprintf("SIGKILL with %d live containers, restart, until State lists all running; health SERVING (restore done) after %.3f s, then %.3f s more until State listed them (State reads each container's pids from its cgroup)",
 			n, srv.Seconds(), listing.Seconds())})
 	s.b.rep.Line("restore_500_serving_s", srv.Seconds(), "s")
 	s.b.rep.Line("restore_500_state_after_serving_s", listing.Seconds(), "s")
