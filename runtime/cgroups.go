@@ -29,14 +29,33 @@ func (c *Container) OOMCgroups() (v1Dir, v2Dir string) {
 
 // initCgroup returns the host dirs of the running init's cgroup for a
 // controller: in its v1 hierarchy, and in the v2 (unified) one.
+//
+// Once found they are kept: runc never moves a container's init to another
+// cgroup, and finding them parses this process's mountinfo, which cost
+// every State call that much per container (the callers check the files
+// they read still exist: a deleted cgroup shows as missing files).
 func (c *Container) initCgroup(controller string) (v1Dir, v2Dir string) {
 	p, ok := c.Process(initID)
 	if !ok || p.pid == 0 || p.State() == Stopped {
 		return "", ""
 	}
+	c.cgMu.Lock()
+	dirs, known := c.cgDirs[controller]
+	c.cgMu.Unlock()
+	if known {
+		return dirs[0], dirs[1]
+	}
 	v1Dir, v2Dir = cgroupDirs(p.pid, controller)
 	if !sameProcess(p.pid, p.startTime) { // the pid may have been reused while reading
 		return "", ""
+	}
+	if v1Dir != "" || v2Dir != "" {
+		c.cgMu.Lock()
+		if c.cgDirs == nil {
+			c.cgDirs = map[string][2]string{}
+		}
+		c.cgDirs[controller] = [2]string{v1Dir, v2Dir}
+		c.cgMu.Unlock()
 	}
 	return v1Dir, v2Dir
 }

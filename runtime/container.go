@@ -44,6 +44,9 @@ type Container struct {
 	mu        sync.Mutex
 	retired   bool                // guarded by mu: the dir is Root/.retired/<id>.<incarnation>
 	processes map[string]*Process // guarded by mu
+
+	cgMu   sync.Mutex
+	cgDirs map[string][2]string // guarded by cgMu: init's cgroup dirs by controller, once found
 }
 
 // New validates opts, then creates Root/ID (0700) holding state.json. On any
