@@ -84,9 +84,9 @@ type decoder struct {
 	last [3]string // id, pid, incarnation of the previous record
 	// The date and time of day ("2006-01-02T15:04:05") of the last
 	// timestamp parsed on the fast path, and its seconds since the epoch.
+	// Zero until then: no timestamp matches 19 NUL bytes.
 	tsPrefix [19]byte
 	tsSecs   int64
-	tsValid  bool
 }
 
 // decode decodes one record (without its newline). It rejects what a torn

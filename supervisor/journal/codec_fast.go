@@ -157,32 +157,24 @@ func internType(b []byte) string {
 // replay's records come in time order, many within the same second, and
 // the calendar arithmetic was a tenth of a full replay's decoding.
 func (d *decoder) timestamp(b []byte, t *time.Time) bool {
-	if d.tsValid && len(b) >= 20 && b[len(b)-1] == 'Z' && string(b[:19]) == string(d.tsPrefix[:]) {
+	if len(b) >= 20 && b[len(b)-1] == 'Z' && string(b[:19]) == string(d.tsPrefix[:]) {
 		if ns, ok := fraction(b[19 : len(b)-1]); ok {
 			*t = time.Unix(d.tsSecs, int64(ns)).UTC()
 			return true
 		}
 	}
-	if secs, ns, ok := parseUTCParts(b); ok {
+	if secs, ns, ok := parseUTC(b); ok {
 		copy(d.tsPrefix[:], b[:19])
-		d.tsSecs, d.tsValid = secs, true
+		d.tsSecs = secs
 		*t = time.Unix(secs, int64(ns)).UTC()
 		return true
 	}
 	return t.UnmarshalText(b) == nil
 }
 
-func parseUTC(b []byte) (time.Time, bool) {
-	secs, ns, ok := parseUTCParts(b)
-	if !ok {
-		return time.Time{}, false
-	}
-	return time.Unix(secs, int64(ns)).UTC(), true
-}
-
-// parseUTCParts returns the seconds since the epoch and the nanoseconds of
-// a timestamp in the form timestamp reads.
-func parseUTCParts(b []byte) (int64, int, bool) {
+// parseUTC returns the seconds since the epoch and the nanoseconds of a
+// timestamp in the form timestamp reads.
+func parseUTC(b []byte) (int64, int, bool) {
 	if len(b) < 20 || b[len(b)-1] != 'Z' || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' {
 		return 0, 0, false
 	}
