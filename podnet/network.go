@@ -1,0 +1,179 @@
+package podnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/containerd/errdefs"
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+)
+
+// podInterface is the pod's interface name, as kubelet and containerd use.
+const podInterface = "eth0"
+
+// Config says where the CNI plugins and network configs are.
+type Config struct {
+	PluginDirs []string // plugin binaries; default DefaultPluginDir
+	ConfDir    string   // network configs; default DefaultConfDir
+	CacheDir   string   // libcni's record of each ADD, read back on DEL; default /var/lib/cni
+}
+
+// Network plugs pods into the node's pod network through CNI. It keeps no
+// state between calls: the config dir is read again on every call, so a
+// config dropped in by a network add-on after the daemon started is used
+// at once. It is safe for concurrent use; the plugins lock their own state.
+type Network struct {
+	confDir string
+	cni     *libcni.CNIConfig
+	lo      *libcni.NetworkConfigList
+}
+
+// NewNetwork returns a Network; it does not require a config yet (see Status).
+func NewNetwork(c Config) (*Network, error) {
+	if len(c.PluginDirs) == 0 {
+		c.PluginDirs = []string{DefaultPluginDir}
+	}
+	if c.ConfDir == "" {
+		c.ConfDir = DefaultConfDir
+	}
+	lo, err := libcni.NetworkConfFromBytes([]byte(loopbackConfig))
+	if err != nil {
+		return nil, fmt.Errorf("loopback config: %w", err)
+	}
+	exec := &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}}
+	return &Network{
+		confDir: c.ConfDir,
+		cni:     libcni.NewCNIConfigWithCacheDir(c.PluginDirs, c.CacheDir, exec),
+		lo:      lo,
+	}, nil
+}
+
+// Status is nil when pods can be networked: a config is found and every
+// plugin it names (and loopback) is installed. Otherwise its error is the
+// reason CRI's NetworkReady is false.
+func (n *Network) Status() error {
+	list, err := loadConfig(n.confDir)
+	if err != nil {
+		return err
+	}
+	for _, l := range []*libcni.NetworkConfigList{n.lo, list} {
+		for _, p := range l.Plugins {
+			if _, err := invoke.FindInPath(p.Network.Type, n.cni.Path); err != nil {
+				return fmt.Errorf("network %q: plugin %q not found in %s: %w",
+					l.Name, p.Network.Type, strings.Join(n.cni.Path, ":"), errdefs.ErrFailedPrecondition)
+			}
+		}
+	}
+	return nil
+}
+
+// Result is what Setup made: the pod's addresses on its interface.
+type Result struct {
+	IPs       []net.IP
+	Interface string
+}
+
+// Setup plugs the pod's namespace into lo and the pod network (CNI ADD of
+// both). podID is the sandbox ID: CNI's container ID, the key of the
+// plugins' state and of Teardown. On failure, what was set up is torn down.
+func (n *Network) Setup(ctx context.Context, podID, netnsPath string, opts SetupOptions) (Result, error) {
+	if podID == "" || netnsPath == "" {
+		return Result{}, fmt.Errorf("pod network setup needs a pod ID and a netns: %w", errdefs.ErrInvalidArgument)
+	}
+	rt, err := opts.runtimeConf(podID, netnsPath)
+	if err != nil {
+		return Result{}, err
+	}
+	list, err := loadConfig(n.confDir)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := n.add(ctx, list, rt)
+	if err != nil {
+		// Best effort: the error to return is the ADD's.
+		_ = n.teardown(ctx, list, podID, netnsPath)
+		return Result{}, fmt.Errorf("pod %s network setup: %w", podID, err)
+	}
+	return res, nil
+}
+
+func (n *Network) add(ctx context.Context, list *libcni.NetworkConfigList, rt *libcni.RuntimeConf) (Result, error) {
+	loRT := *rt
+	loRT.IfName = "lo"
+	if _, err := n.cni.AddNetworkList(ctx, n.lo, &loRT); err != nil {
+		return Result{}, err
+	}
+	r, err := n.cni.AddNetworkList(ctx, list, rt)
+	if err != nil {
+		return Result{}, err
+	}
+	cur, err := types100.NewResultFromResult(r)
+	if err != nil {
+		return Result{}, fmt.Errorf("network %q result: %w", list.Name, err)
+	}
+	return podResult(cur), nil
+}
+
+// podResult keeps the addresses on the pod's side: a result also lists the
+// host's bridge and veth, which are no business of the pod's.
+func podResult(r *types100.Result) Result {
+	res := Result{Interface: podInterface}
+	for _, ip := range r.IPs {
+		if ip.Interface != nil && *ip.Interface < len(r.Interfaces) {
+			iface := r.Interfaces[*ip.Interface]
+			if iface.Sandbox == "" {
+				continue
+			}
+			res.Interface = iface.Name
+		}
+		res.IPs = append(res.IPs, ip.Address.IP)
+	}
+	return res
+}
+
+// Teardown unplugs the pod (CNI DEL, pod network then lo). It is
+// idempotent and works when the namespace is gone: DEL then gets no netns,
+// as CNI allows, and the plugins release what they hold outside it (the
+// IP address, port mappings). Call it before removing the netns: the
+// bridge plugin removes its ipMasq rules only when it can see the pod's
+// addresses in the netns.
+func (n *Network) Teardown(ctx context.Context, podID, netnsPath string) error {
+	if podID == "" {
+		return fmt.Errorf("pod network teardown needs a pod ID: %w", errdefs.ErrInvalidArgument)
+	}
+	list, err := loadConfig(n.confDir)
+	if err != nil {
+		return fmt.Errorf("pod %s network teardown: %w", podID, err)
+	}
+	if err := n.teardown(ctx, list, podID, netnsPath); err != nil {
+		return fmt.Errorf("pod %s network teardown: %w", podID, err)
+	}
+	return nil
+}
+
+func (n *Network) teardown(ctx context.Context, list *libcni.NetworkConfigList, podID, netnsPath string) error {
+	if _, err := OpenNetNS(netnsPath); errors.Is(err, errdefs.ErrNotFound) {
+		netnsPath = ""
+	}
+	rt := &libcni.RuntimeConf{ContainerID: podID, NetNS: netnsPath, IfName: podInterface}
+	// DEL must see what ADD saw: the port mappings and args cached at ADD,
+	// and the config as it was then, if the file was edited since.
+	if conf, cached, err := n.cni.GetNetworkListCachedConfig(list, rt); err == nil && cached != nil {
+		if l, err := libcni.NetworkConfFromBytes(conf); err == nil && len(l.Plugins) > 0 {
+			list = l
+		}
+		rt.Args, rt.CapabilityArgs = cached.Args, cached.CapabilityArgs
+	}
+	if err := n.cni.DelNetworkList(ctx, list, rt); err != nil {
+		return err
+	}
+	loRT := *rt
+	loRT.IfName = "lo"
+	return n.cni.DelNetworkList(ctx, n.lo, &loRT)
+}
