@@ -20,7 +20,7 @@ GOFILES := $(shell find . -name '*.go' -not -path './bin/*')
 
 all: build
 
-build: $(BIN)/containerd $(BIN)/containerd-shim $(BIN)/ctr $(BIN)/runc $(BIN)/runc-rc2 $(BIN)/testinit $(BIN)/mkbundle
+build: $(BIN)/containerd $(BIN)/containerd-shim $(BIN)/ctr $(BIN)/runc $(BIN)/runc-rc2 $(BIN)/testinit $(BIN)/mkbundle $(BIN)/pause
 
 # The daemon and ctr are built static (no libc mapped: about 1.5 MiB less
 # resident) and without urfave/cli's man page generator (md2man and
@@ -69,6 +69,11 @@ $(BIN)/runc-rc2: Makefile
 # The static init of every test rootfs.
 $(BIN)/testinit: integration/testinit/main.go
 	CGO_ENABLED=0 $(GO) build -o $@ ./integration/testinit
+
+# The holder of a pod sandbox's namespaces (pause/), one per pod, run from
+# the host rather than an image: static and stripped like the shim.
+$(BIN)/pause: pause/main.go go.mod go.sum
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./pause
 
 $(BIN)/mkbundle: $(GOFILES)
 	$(GO) build -o $@ ./integration/mkbundle
