@@ -58,11 +58,21 @@ func (m *Monitor) stopping() bool {
 	}
 }
 
-// collect turns one wakeup into reports. Order matters: pending v1 watches
-// and every OOM notification are read before exits are resolved, so a kill
+// collect turns one wakeup into reports. Order matters: new watches with a
+// given baseline, pending v1 watches and every OOM notification are read
+// before exits are resolved, so a kill
 // counted before a hang-up is reported before it.
 func (m *Monitor) collect(events []unix.EpollEvent) *batch {
 	b := &batch{}
+	for i := range events {
+		if tokenOf(&events[i]) == tokWake {
+			// Drained before the unread list is taken: a readSoon after
+			// this point leaves the eventfd set, so its watch is read at
+			// the next wakeup instead of its signal being drained unseen.
+			drainEventfd(m.wake)
+		}
+	}
+	m.readUnread(b)
 	m.recheckPending(b)
 	for i := range events {
 		m.dispatch(&events[i], b)
@@ -75,7 +85,7 @@ func (m *Monitor) collect(events []unix.EpollEvent) *batch {
 func (m *Monitor) dispatch(ev *unix.EpollEvent, b *batch) {
 	switch tok := tokenOf(ev); tok {
 	case tokWake:
-		drainEventfd(m.wake)
+		// drained by collect
 	case tokInotify:
 		m.readInotify(b)
 	default:

@@ -51,6 +51,12 @@ type OOMSource struct {
 	ID    string // container id, reported on OOMs()
 	V1Dir string // cgroup v1 memory dir (has memory.oom_control, cgroup.event_control), or ""
 	V2Dir string // cgroup v2 dir (has memory.events), or ""
+	// Baseline, when not nil, is the oom_kill counter as read before the
+	// container started (the shim reads it between `runc create` and
+	// `runc start`): kills above it are reported, including one that
+	// happened before the watch was armed, which is checked for at once.
+	// nil: the counter is read at registration, and only later kills count.
+	Baseline *uint64
 }
 
 // Errors returned by the registration methods; test with errors.Is.
@@ -95,6 +101,10 @@ type Monitor struct {
 	byID    map[string]*oomWatch // every OOM watch by container id
 	files   map[int32]*oomWatch  // v2 watch by the inotify wd of its memory.events
 	dirs    map[int32]*dirWatch  // v2 parent dir watch by inotify wd
+	// unread are watches registered with a given Baseline, to be read once
+	// by the loop: a kill between that baseline and the registration gave
+	// no notification.
+	unread []*oomWatch
 
 	pending map[*oomWatch]time.Time // owned by the loop: v1 watches notified with no kill counted yet
 	inoBuf  []byte                  // owned by the loop: inotify read buffer

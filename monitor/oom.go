@@ -188,12 +188,17 @@ func (w *oomWatch) logBadRead(err error) {
 	w.badRead = true
 }
 
-// baseline reads the counter at registration: only kills after it are
-// reported. A file without the counter (kernel before 4.13) starts at 0 and
-// is warned about, since no kill will ever show.
-func (w *oomWatch) baseline() error {
+// baseline sets the count kills are reported above: given, when the source
+// brought one (OOMSource.Baseline), else the counter read now. A file
+// without the counter (kernel before 4.13) starts at 0 and is warned about,
+// since no kill will ever show.
+func (w *oomWatch) baseline(given *uint64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if given != nil {
+		w.count.last = *given
+		return nil
+	}
 	data, err := w.read()
 	if err != nil {
 		return fmt.Errorf("monitor: OOM watch %q: read counter: %w", w.id, err)
@@ -204,6 +209,28 @@ func (w *oomWatch) baseline() error {
 	}
 	w.count.last = n
 	return nil
+}
+
+// readSoon has the loop read w's counter at its next wakeup, when w was
+// registered with a given baseline. Call with m.mu held.
+func (m *Monitor) readSoon(w *oomWatch, s OOMSource) {
+	if s.Baseline == nil {
+		return
+	}
+	m.unread = append(m.unread, w)
+	m.signalWake()
+}
+
+// readUnread reads the counters of the watches readSoon queued. Called by
+// the loop first at every wakeup, so such a kill comes before any exit.
+func (m *Monitor) readUnread(b *batch) {
+	m.mu.Lock()
+	ws := m.unread
+	m.unread = nil
+	m.mu.Unlock()
+	for _, w := range ws {
+		m.checkInto(w, b)
+	}
 }
 
 func newWatch(m *Monitor, s OOMSource) *oomWatch {

@@ -361,3 +361,44 @@ func TestMonitorOOMMissingCgroup(t *testing.T) {
 		t.Errorf("Count = %d, want 0", got)
 	}
 }
+
+// A watch given a baseline (read before the container started) reports a
+// kill counted before it was armed, with no notification at all, once; a
+// watch whose baseline equals the counter reports nothing. For both v1 and
+// v2.
+func TestBaselineGivenReportsEarlierKill(t *testing.T) {
+	for _, v1 := range []bool{true, false} {
+		t.Run(fmt.Sprintf("v1=%v", v1), func(t *testing.T) {
+			parent := t.TempDir()
+			mk := newFakeV2
+			if v1 {
+				mk = newFakeV1
+			}
+			early, quiet := mk(t, parent, "early"), mk(t, parent, "quiet")
+			bar := &barrier{c: mk(t, parent, "bar"), id: "bar"}
+			early.set(t, 3) // the kill happened between the baseline (2) and the watch
+			quiet.set(t, 5)
+			m := newMonitor(t)
+			two, five := uint64(2), uint64(5)
+			for id, src := range map[string]OOMSource{"bar": bar.c.source("bar"), "early": early.source("early"), "quiet": quiet.source("quiet")} {
+				switch id {
+				case "early":
+					src.Baseline = &two
+				case "quiet":
+					src.Baseline = &five
+				}
+				if err := m.MonitorOOM(src); err != nil {
+					t.Fatalf("MonitorOOM(%s): %v", id, err)
+				}
+			}
+			expect(t, m, "oom:early")
+			bar.pass(t, m) // nothing from quiet, nothing more from early
+			early.set(t, 4)
+			if v1 {
+				early.notify(t)
+			}
+			expect(t, m, "oom:early") // later kills count from the given baseline on
+			bar.pass(t, m)
+		})
+	}
+}

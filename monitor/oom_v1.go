@@ -15,7 +15,7 @@ import (
 // removed; check tells these apart by the oom_kill counter.
 func (m *Monitor) watchV1(s OOMSource) error {
 	w := newWatch(m, s)
-	if err := m.armV1(w); err != nil {
+	if err := m.armV1(w, s.Baseline); err != nil {
 		w.close()
 		return err
 	}
@@ -34,6 +34,7 @@ func (m *Monitor) watchV1(s OOMSource) error {
 		w.close()
 		return err
 	}
+	m.readSoon(w, s)
 	return nil
 }
 
@@ -42,14 +43,14 @@ func (m *Monitor) watchV1(s OOMSource) error {
 // wakeup instead of being folded into the baseline. The file is held only
 // for the registration (the kernel keeps none of it); the counter is read
 // by path, like v2's, so the watch pins nothing.
-func (m *Monitor) armV1(w *oomWatch) error {
+func (m *Monitor) armV1(w *oomWatch, given *uint64) error {
 	w.events = filepath.Join(w.dir, "memory.oom_control")
 	ctl, err := os.Open(w.events)
 	if err != nil {
 		return fmt.Errorf("monitor: OOM watch %q: %w", w.id, err)
 	}
 	defer ctl.Close()
-	if err := w.baseline(); err != nil {
+	if err := w.baseline(given); err != nil {
 		return err
 	}
 	if w.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {

@@ -31,7 +31,7 @@ func (m *Monitor) watchV2(s OOMSource) error {
 	w := newWatch(m, s)
 	w.events = filepath.Join(w.dir, m.v2File)
 	w.name = filepath.Base(w.dir)
-	if err := w.baseline(); err != nil {
+	if err := w.baseline(s.Baseline); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -51,6 +51,7 @@ func (m *Monitor) watchV2(s OOMSource) error {
 	m.files[w.fileWD] = w
 	m.byID[w.id] = w
 	m.watchParent(w)
+	m.readSoon(w, s)
 	return nil
 }
 

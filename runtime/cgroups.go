@@ -16,8 +16,15 @@ import (
 // cgroup v1 memory dir (holding memory.oom_control) and the cgroup v2 dir
 // (holding memory.events), found from /proc/<pid>/cgroup and this process's
 // /proc/self/mountinfo. A dir is "" when unknown or without those files.
+// The dirs the shim recorded with the counters before it started the init
+// (OOMBaseline) come first: they were read while the init was surely alive,
+// and an init OOM-killed in its first milliseconds, before the watch is
+// armed, is already out of its cgroup.
 func (c *Container) OOMCgroups() (v1Dir, v2Dir string) {
-	v1, v2 := c.initCgroup("memory")
+	v1, v2 := c.baselineDirs()
+	if v1 == "" && v2 == "" {
+		v1, v2 = c.initCgroup("memory")
+	}
 	if v1 != "" && !exists(filepath.Join(v1, "memory.oom_control")) {
 		v1 = ""
 	}
@@ -46,7 +53,7 @@ func (c *Container) initCgroup(controller string) (v1Dir, v2Dir string) {
 		return dirs[0], dirs[1]
 	}
 	v1Dir, v2Dir = cgroupDirs(p.pid, controller)
-	if !sameProcess(p.pid, p.startTime) { // the pid may have been reused while reading
+	if !notExiting(p.pid, p.startTime) { // reused while reading, or already out of its cgroups
 		return "", ""
 	}
 	if v1Dir != "" || v2Dir != "" {
@@ -170,4 +177,64 @@ func (c *Container) Paused() bool {
 		}
 	}
 	return false
+}
+
+// oomBaselineFile is where a shim that ran `runc start` itself left the OOM
+// counters it read just before (docs/shim-contract.md): one "<counter file>
+// <oom_kill>" line per memory hierarchy.
+const oomBaselineFile = "oom-baseline"
+
+// OOMBaseline is the oom_kill counter of the memory cgroup dir (one of
+// OOMCgroups) as the shim read it before it started the init; ok is false
+// without one (a separate Start, an old shim, a dir the shim did not find):
+// the OOM watch then counts from its own first read.
+func (c *Container) OOMBaseline(dir string) (count uint64, ok bool) {
+	if dir == "" {
+		return 0, false
+	}
+	for _, b := range c.oomBaselines() {
+		if filepath.Dir(b.file) == filepath.Clean(dir) {
+			return b.count, true
+		}
+	}
+	return 0, false
+}
+
+// baselineDirs are the memory cgroup dirs named in the shim's oomBaselineFile.
+func (c *Container) baselineDirs() (v1Dir, v2Dir string) {
+	for _, b := range c.oomBaselines() {
+		switch filepath.Base(b.file) {
+		case "memory.oom_control":
+			v1Dir = filepath.Dir(b.file)
+		case "memory.events":
+			v2Dir = filepath.Dir(b.file)
+		}
+	}
+	return v1Dir, v2Dir
+}
+
+type oomBaseline struct {
+	file  string
+	count uint64
+}
+
+// oomBaselines reads the init's oomBaselineFile; nil when there is none.
+func (c *Container) oomBaselines() []oomBaseline {
+	p, found := c.Process(initID)
+	if !found {
+		return nil
+	}
+	data, err := bundle.ReadFile(filepath.Join(p.dir(), oomBaselineFile), 4096)
+	if err != nil {
+		return nil
+	}
+	var out []oomBaseline
+	for line := range strings.Lines(string(data)) {
+		file, value, found := strings.Cut(strings.TrimSpace(line), " ")
+		n, err := strconv.ParseUint(value, 10, 64)
+		if found && err == nil && filepath.IsAbs(file) {
+			out = append(out, oomBaseline{file: filepath.Clean(file), count: n})
+		}
+	}
+	return out
 }

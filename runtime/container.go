@@ -211,7 +211,14 @@ const startedFile = "started"
 // restarted daemon can tell a running container from a create that a crash
 // interrupted (which no client was ever told about).
 func (c *Container) MarkStarted() error {
-	if err := writeMarker(filepath.Join(c.Dir(), startedFile)); err != nil {
+	dir := c.Dir()
+	err := writeMarker(filepath.Join(dir, startedFile))
+	if errors.Is(err, fs.ErrNotExist) && c.Dir() != dir {
+		// An init that exits at once is retired (its dir moved) while the
+		// marker is written: write it where the dir is now.
+		err = writeMarker(filepath.Join(c.Dir(), startedFile))
+	}
+	if err != nil {
 		return fmt.Errorf("container %q: mark started: %w", c.rec.ID, err)
 	}
 	return nil

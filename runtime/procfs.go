@@ -15,6 +15,10 @@ import (
 type procStat struct {
 	state     byte   // field 3: R, S, D, Z, X...
 	startTime uint64 // field 22: start time in clock ticks since boot
+	// exiting: PF_EXITING in field 9 (flags). The kernel sets it first in
+	// do_exit, before it moves the task out of its cgroups; the state
+	// turns Z only later.
+	exiting bool
 	// exitCode is field 52, the wait status of a zombie (Linux >= 3.5);
 	// hasExit is false when the field is missing.
 	exitCode unix.WaitStatus
@@ -42,11 +46,30 @@ func readProcStat(pid int) (procStat, error) {
 		return procStat{}, fmt.Errorf("/proc/%d/stat: start time: %w", pid, err)
 	}
 	st := procStat{state: f[0][0], startTime: start}
+	if flags, err := strconv.ParseUint(f[6], 10, 64); err == nil {
+		st.exiting = flags&pfExiting != 0
+	}
 	if len(f) >= 50 {
 		code, err := strconv.ParseUint(f[49], 10, 32)
 		st.exitCode, st.hasExit = unix.WaitStatus(code), err == nil
 	}
 	return st, nil
+}
+
+// pfExiting is the kernel's PF_EXITING task flag.
+const pfExiting = 0x4
+
+// notExiting reports whether pid is still the process that had startTime
+// and has not begun to exit: what it showed before (its /proc/<pid>/cgroup)
+// was then still its own. An exiting task is moved to the root cgroups
+// before it turns zombie, so sameProcess alone would accept a root cgroup
+// read in that window.
+func notExiting(pid int, startTime uint64) bool {
+	if pid <= 0 || startTime == 0 {
+		return false
+	}
+	st, err := readProcStat(pid)
+	return err == nil && st.startTime == startTime && !st.exiting && st.state != 'Z' && st.state != 'X'
 }
 
 // processStartTime returns field 22 of /proc/<pid>/stat.

@@ -54,16 +54,20 @@ type processRecord struct {
 	// Process is written in dialect, the bundle's spec version's shape
 	// (the shim hands it to `runc exec --process` as it is), and read back
 	// in either shape; see MarshalJSON.
-	Process        specs.ProcessSpec `json:"-"`
-	dialect        bundle.Dialect
-	Stdin          string             `json:"stdin"`
-	Stdout         string             `json:"stdout"`
-	Stderr         string             `json:"stderr"`
-	Terminal       bool               `json:"terminal"`
-	Runtime        string             `json:"runtime"`
-	RuntimeArgs    []string           `json:"runtimeArgs"`
-	NoPivotRoot    bool               `json:"noPivotRoot"`
-	Checkpoint     string             `json:"checkpoint"`
+	Process     specs.ProcessSpec `json:"-"`
+	dialect     bundle.Dialect
+	Stdin       string   `json:"stdin"`
+	Stdout      string   `json:"stdout"`
+	Stderr      string   `json:"stderr"`
+	Terminal    bool     `json:"terminal"`
+	Runtime     string   `json:"runtime"`
+	RuntimeArgs []string `json:"runtimeArgs"`
+	NoPivotRoot bool     `json:"noPivotRoot"`
+	Checkpoint  string   `json:"checkpoint"`
+	// Start asks the shim to run `runc start` itself right after `runc
+	// create` (a fresh init only): the start report then comes from a
+	// running init (CreateOpts.Start).
+	Start          bool               `json:"start,omitempty"`
 	CheckpointOpts shimCheckpointOpts `json:"checkpointOpts"`
 	RootUID        uint32             `json:"rootUID"`
 	RootGID        uint32             `json:"rootGID"`

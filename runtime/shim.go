@@ -33,6 +33,12 @@ type startReport struct {
 	Error string `json:"error"`
 	// Runtime: the error is runc's own failure (its message is verbatim).
 	Runtime bool `json:"runtime"`
+	// Op "start": the shim's `runc start` failed with Status (-1: runc did
+	// not run) and combined Output, answered as the daemon's own failed
+	// `runc start` is.
+	Op     string `json:"op"`
+	Status int    `json:"status"`
+	Output string `json:"output"`
 }
 
 // lookShim resolves the shim binary; a missing one is "<shim> not installed on system".

@@ -39,6 +39,9 @@ func (p *Process) runShim(ctx context.Context) (*shimProc, error) {
 // own message when runc failed (a runc of the 0.2 era logs no error entry:
 // the shim says so in its report), else the shim's.
 func (p *Process) startFailure(rep *startReport) error {
+	if rep.Op == "start" {
+		return fmt.Errorf("container %q: start: %w", p.c.rec.ID, &RuncError{Op: "start", Status: rep.Status, Output: rep.Output})
+	}
 	if rep.Runtime || runcLoggedError(filepath.Join(p.dir(), runcLogFile)) {
 		return &OCIRuntimeError{Msg: rep.Error}
 	}

@@ -26,11 +26,18 @@ type CreateOpts struct {
 	Stdio          Stdio
 	Checkpoint     string         // image dir to restore from; "" = fresh create
 	CheckpointOpts CheckpointOpts // restore settings; zero = those saved in <Checkpoint>/config.json
+	// Start: the shim also runs `runc start` (a fresh create only), so the
+	// init is running when Create returns, one hand-off sooner than a
+	// separate Start. The OOM counters it read before the start are given
+	// by OOMBaseline, so an OOM watch armed afterwards misses no kill.
+	Start bool
 }
 
 // Create starts the init process through a shim: `runc create` (or `runc
-// restore -d` from opts.Checkpoint). A fresh init is created, not started:
-// call Start once the exit and OOM monitors are armed. The error texts are
+// restore -d` from opts.Checkpoint). A fresh init is created, not started
+// (call Start once the exit and OOM monitors are armed), unless opts.Start
+// asks the shim to start it too; a failed start is then the error Start
+// gives (`container "<id>": start: exit status N: "<output>"`). The error texts are
 // v0.2's (docs/api.md 3.0): *OCIRuntimeError, *ShimError, ErrShimExited,
 // ErrStartTimeout, ctx.Err(), "<shim> not installed on system". On failure
 // the shim is killed, the runc state deleted and the process dir removed;
@@ -60,6 +67,10 @@ func (c *Container) initRecord(opts CreateOpts) (processRecord, error) {
 		}
 		rec.Checkpoint, rec.CheckpointOpts = opts.Checkpoint, co
 	}
+	if opts.Start && opts.Checkpoint != "" {
+		return processRecord{}, fmt.Errorf("container %q: a restore is running when created; Start is for a fresh create: %w", c.rec.ID, errdefs.ErrInvalidArgument)
+	}
+	rec.Start = opts.Start
 	return rec, nil
 }
 

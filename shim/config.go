@@ -18,6 +18,9 @@ type processConfig struct {
 	Runtime     string
 	RuntimeArgs []string
 	NoPivotRoot bool
+	// Start: after `runc create`, run `runc start` too (the init only),
+	// recording the OOM counters first (recordOOMBaseline).
+	Start bool
 	// Checkpoint, when set, restores from this image dir instead of creating.
 	Checkpoint     string
 	CheckpointOpts checkpointOpts
@@ -68,6 +71,7 @@ func parseConfig(data []byte) (*processConfig, error) {
 	c.Runtime, c.RuntimeArgs = d.string("runtime"), d.strings("runtimeArgs")
 	c.NoPivotRoot = d.bool("noPivotRoot")
 	c.Checkpoint = d.string("checkpoint")
+	c.Start = d.bool("start")
 	c.RootUID, c.RootGID = d.int("rootUID"), d.int("rootGID")
 	if !isNull(m["process"]) {
 		c.Process = m["process"]
@@ -81,6 +85,9 @@ func parseConfig(data []byte) (*processConfig, error) {
 	}
 	if d.err == nil && c.Exec && c.Process == nil {
 		d.err = errors.New("exec without a process")
+	}
+	if d.err == nil && c.Start && (c.Exec || c.Checkpoint != "") {
+		d.err = errors.New(`"start" is for a created init only, not an exec or a restore`)
 	}
 	return c, d.err
 }

@@ -116,7 +116,13 @@ func (s *shim) start() (int, <-chan unix.WaitStatus, error) {
 		io.close()
 		return 0, nil, err
 	}
-	return s.adopt()
+	pid, exited, err := s.adopt()
+	if err == nil && s.cfg.Start {
+		if err = s.startInit(pid); err != nil {
+			err = s.undo(pid, err)
+		}
+	}
+	return pid, exited, err
 }
 
 // runRunc runs the runc command that creates (or execs, or restores) the

@@ -15,7 +15,9 @@ const startFd = 3
 // {"pid":N} or {"error":"..."} (with "runtime":true when runc itself
 // failed, whether its message came from its log or, for a runc that logs
 // none, from its stderr), then the pipe is closed. EOF without a line
-// tells the daemon the shim died before the process was started.
+// tells the daemon the shim died before the process was started. A failed
+// `runc start` (process.json "start") adds "op":"start", runc's "status" and
+// its combined "output".
 type startPipe struct {
 	f *os.File // nil when fd 3 was not given (then reports go nowhere)
 }
@@ -36,7 +38,13 @@ func (p *startPipe) started(pid int) {
 func (p *startPipe) fail(err error) {
 	line := appendJSONString([]byte(`{"error":`), err.Error())
 	var re *runcError
-	if errors.As(err, &re) {
+	var se *startError
+	switch {
+	case errors.As(err, &se):
+		line = append(line, `,"op":"start","status":`...)
+		line = strconv.AppendInt(line, int64(se.status), 10)
+		line = appendJSONString(append(line, `,"output":`...), se.output)
+	case errors.As(err, &re):
 		line = append(line, `,"runtime":true`...)
 	}
 	p.send(line)

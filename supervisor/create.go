@@ -84,15 +84,17 @@ func (s *Supervisor) startCreate(ctx context.Context, r CreateRequest, done func
 	})
 }
 
-// createWork runs on a worker: state dir, shim, runc create, OOM watch (armed
-// before start so an early OOM is not missed), runc start. On failure it
-// removes everything it made before returning.
+// createWork runs on a worker: state dir, then the shim runs runc create and
+// runc start (one hand-off less than the daemon running the start), then the
+// OOM watch, counting from the counter the shim read before the start so an
+// early OOM is not missed. On failure it removes everything it made before
+// returning.
 func (s *Supervisor) createWork(ctx context.Context, r CreateRequest) (Container, Process, error) {
 	c, err := s.rt.New(s.containerOpts(r))
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := runtime.CreateOpts{Stdio: r.Stdio}
+	opts := runtime.CreateOpts{Stdio: r.Stdio, Start: r.Checkpoint == ""}
 	if r.Checkpoint != "" {
 		dir := r.CheckpointDir
 		if dir == "" {
@@ -105,11 +107,6 @@ func (s *Supervisor) createWork(ctx context.Context, r CreateRequest) (Container
 		return nil, nil, s.cleanupFailed(c, nil, err)
 	}
 	s.watchOOM(c)
-	if r.Checkpoint == "" {
-		if err := c.Start(ctx); err != nil {
-			return nil, nil, s.cleanupFailed(c, p, err)
-		}
-	}
 	return c, p, nil
 }
 
@@ -132,7 +129,11 @@ func (s *Supervisor) watchOOM(c Container) {
 		s.log.WithField("container", c.ID()).Debug("no memory cgroup found: OOM events will not be reported")
 		return
 	}
-	if err := s.mon.MonitorOOM(monitor.OOMSource{ID: c.ID(), V1Dir: v1, V2Dir: v2}); err != nil {
+	src := monitor.OOMSource{ID: c.ID(), V1Dir: v1, V2Dir: v2}
+	if n, ok := c.OOMBaseline(v1 + v2); ok { // one of them is set (MonitorOOM refuses both)
+		src.Baseline = &n
+	}
+	if err := s.mon.MonitorOOM(src); err != nil {
 		s.log.WithError(err).WithField("container", c.ID()).Warn("cannot watch for OOM kills")
 	}
 }

@@ -194,13 +194,15 @@ func (c *fakeContainer) Create(ctx context.Context, o runtime.CreateOpts) (Proce
 	if gate != nil {
 		<-gate
 	}
+	if o.Start {
+		c.rt.mu.Lock()
+		err := c.rt.failStart
+		c.rt.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
 	return c.newProc("init"), nil
-}
-
-func (c *fakeContainer) Start(ctx context.Context) error {
-	c.rt.mu.Lock()
-	defer c.rt.mu.Unlock()
-	return c.rt.failStart
 }
 
 func (c *fakeContainer) Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio) (Process, error) {
@@ -248,6 +250,7 @@ func (c *fakeContainer) Pids(context.Context) ([]int, error) {
 	return []int{c.procs["init"].pid}, nil
 }
 func (c *fakeContainer) OOMCgroups() (string, string)                  { return "/fake/memory/" + c.id, "" }
+func (c *fakeContainer) OOMBaseline(string) (uint64, bool)             { return 0, false }
 func (c *fakeContainer) Stats(context.Context) (*runtime.Stats, error) { return &runtime.Stats{}, nil }
 func (c *fakeContainer) UpdateResources(context.Context, *specs.LinuxResources) error {
 	return nil

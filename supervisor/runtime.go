@@ -39,8 +39,9 @@ type Container interface {
 	Created() time.Time
 	// Paused reports whether the container's cgroup is frozen now.
 	Paused() bool
+	// Create makes the init through a shim; with opts.Start the shim starts
+	// it too (the supervisor never starts an init separately).
 	Create(ctx context.Context, opts runtime.CreateOpts) (Process, error)
-	Start(ctx context.Context) error
 	Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio) (Process, error)
 	Processes() []Process
 	RemoveProcess(pid string) error
@@ -53,6 +54,9 @@ type Container interface {
 	Checkpoints(dir string) ([]runtime.Checkpoint, error)
 	DeleteCheckpoint(dir, name string) error
 	OOMCgroups() (v1Dir, v2Dir string)
+	// OOMBaseline is dir's oom_kill counter as read before the init started
+	// (ok false: unknown, the watch reads it itself).
+	OOMBaseline(dir string) (count uint64, ok bool)
 	Retire() error
 	Delete(ctx context.Context) error
 	// Discard removes the daemon's own state when Delete keeps failing

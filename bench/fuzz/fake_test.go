@@ -101,8 +101,6 @@ func (c *fakeContainer) Create(ctx context.Context, o runtime.CreateOpts) (super
 	return p, nil
 }
 
-func (c *fakeContainer) Start(context.Context) error { return nil }
-
 func (c *fakeContainer) Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio) (supervisor.Process, error) {
 	if err := runtime.ValidateID(pid); err != nil {
 		c.rec.violation("Exec got invalid pid %q", pid)
@@ -144,11 +142,12 @@ func (c *fakeContainer) Checkpoints(string) ([]runtime.Checkpoint, error) { retu
 func (c *fakeContainer) DeleteCheckpoint(dir, name string) error {
 	return runtime.ValidateID(name)
 }
-func (c *fakeContainer) OOMCgroups() (string, string) { return "", "" }
-func (c *fakeContainer) Retire() error                { return nil }
-func (c *fakeContainer) Records() supervisor.Records  { return fakeRecords{} }
-func (c *fakeContainer) Delete(context.Context) error { return nil }
-func (c *fakeContainer) Discard() error               { return nil }
+func (c *fakeContainer) OOMCgroups() (string, string)      { return "", "" }
+func (c *fakeContainer) OOMBaseline(string) (uint64, bool) { return 0, false }
+func (c *fakeContainer) Retire() error                     { return nil }
+func (c *fakeContainer) Records() supervisor.Records       { return fakeRecords{} }
+func (c *fakeContainer) Delete(context.Context) error      { return nil }
+func (c *fakeContainer) Discard() error                    { return nil }
 
 type fakeProcess struct {
 	// implements supervisor.Process (no embedding, see fakeRuntime)

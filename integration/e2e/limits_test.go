@@ -107,7 +107,7 @@ func TestChildrenGetTheDaemonsNofile(t *testing.T) {
 		}
 	}
 	if got := strings.Join(saw, ","); !strings.Contains(got, "create") || !strings.Contains(got, "exec") || !strings.Contains(got, "start") {
-		t.Errorf("runtime commands recorded: %q; want create (shim), start (daemon) and exec (shim) among them", got)
+		t.Errorf("runtime commands recorded: %q; want create, start and exec (all run by shims) among them", got)
 	}
 }
 
