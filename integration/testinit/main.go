@@ -21,6 +21,9 @@
 //	mkdir DIR         try to make DIR; print "mkdir DIR: ok" or "mkdir DIR: <error>" and go on
 //	                  (the seccomp test denies the syscall and reads which it was)
 //	capeff            print "capeff HEX", the effective capability set from /proc/self/status
+//	status FIELD...   print "FIELD: VALUE" for these fields of /proc/self/status (Uid, Groups...)
+//	syscall NAME      try a syscall a seccomp profile may deny (keyctl, personality);
+//	                  print "syscall NAME: ok" or "syscall NAME: <error>"
 //	flood             write to stdout without end (blocks once nobody reads), until killed
 //	flood-bg          the same in the background, while the next steps run (a process whose
 //	                  exit comes while its output is unread: the exit benchmarks)
@@ -116,6 +119,10 @@ func run(step []string) error {
 		return tryMkdir(first(args))
 	case "capeff":
 		return capEff()
+	case "status":
+		return status(args)
+	case "syscall":
+		return trySyscall(first(args))
 	case "flood":
 		return flood()
 	case "flood-bg":
@@ -161,6 +168,43 @@ func capEff() error {
 		}
 	}
 	return errors.New("no CapEff in /proc/self/status")
+}
+
+// status prints the named fields of /proc/self/status, in the order asked.
+func status(fields []string) error {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return err
+	}
+	for _, f := range fields {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, f+":"); ok {
+				fmt.Printf("%s: %s\n", f, strings.Join(strings.Fields(v), " "))
+			}
+		}
+	}
+	return nil
+}
+
+// trySyscall makes one syscall that an unprivileged process may make but a
+// seccomp profile may deny, and reports the outcome like tryMkdir.
+func trySyscall(name string) error {
+	var errno syscall.Errno
+	switch name {
+	case "keyctl": // KEYCTL_GET_KEYRING_ID of the session keyring
+		_, _, errno = syscall.Syscall(syscall.SYS_KEYCTL, 0, 0xfffffffd, 0)
+	case "personality": // ADDR_NO_RANDOMIZE, then back to the default
+		_, _, errno = syscall.Syscall(syscall.SYS_PERSONALITY, 0x0040000, 0, 0)
+		syscall.Syscall(syscall.SYS_PERSONALITY, 0, 0, 0)
+	default:
+		return fmt.Errorf("unknown syscall %q", name)
+	}
+	result := "ok"
+	if errno != 0 {
+		result = errno.Error()
+	}
+	_, err := fmt.Printf("syscall %s: %s\n", name, result)
+	return err
 }
 
 // tryMkdir reports the outcome rather than failing the init: the caller
