@@ -269,6 +269,31 @@ func TestReopenFailureKeepsOldFile(t *testing.T) {
 	}
 }
 
+// TestReopenUsesOpenFunc: Reopen opens through the caller's function, so a
+// caller that refuses symlinks keeps refusing them after a rotation.
+func TestReopenUsesOpenFunc(t *testing.T) {
+	var opened []string
+	open := func(path string) (*os.File, error) {
+		opened = append(opened, path)
+		if len(opened) > 1 {
+			return nil, errors.New("refused")
+		}
+		return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	}
+	path := filepath.Join(t.TempDir(), "0.log")
+	l, err := OpenWith(path, open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Reopen(); err == nil || err.Error() != "refused" {
+		t.Fatalf("Reopen: %v, want the open function's error", err)
+	}
+	if fmt.Sprint(opened) != fmt.Sprint([]string{path, path}) {
+		t.Fatalf("open function called with %q", opened)
+	}
+}
+
 func TestOpenMissingDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "nope")
 	_, err := Open(filepath.Join(dir, "0.log"))

@@ -46,6 +46,7 @@ var ErrClosed = errors.New("crilog: log file closed")
 // File is a CRI log file that several streams append to.
 type File struct {
 	path string
+	open OpenFunc // used by Open and by every Reopen
 
 	mu sync.Mutex // serialises records and guards f
 	f  *os.File   // nil once closed
@@ -55,11 +56,22 @@ type File struct {
 // directory is an error naming it: kubelet creates the pod's log directory
 // before it creates the container, so its absence is a caller's mistake.
 func Open(path string) (*File, error) {
-	f, err := openLog(path)
+	return OpenWith(path, openLog)
+}
+
+// OpenFunc opens a log path for appending, creating it if missing.
+type OpenFunc func(path string) (*os.File, error)
+
+// OpenWith is Open with the caller's open function, which Reopen uses too.
+// A caller that runs as root on a path a client named (the shim) passes
+// one that refuses a symlink or anything but a regular file; Open's own
+// follows symlinks, as os.OpenFile does.
+func OpenWith(path string, open OpenFunc) (*File, error) {
+	f, err := open(path)
 	if err != nil {
 		return nil, err
 	}
-	return &File{path: path, f: f}, nil
+	return &File{path: path, open: open, f: f}, nil
 }
 
 func openLog(path string) (*os.File, error) {
@@ -85,7 +97,7 @@ func (l *File) Path() string { return l.path }
 // fails the old file stays in use, so no output is lost, and the error says
 // why.
 func (l *File) Reopen() error {
-	f, err := openLog(l.path)
+	f, err := l.open(l.path)
 	if err != nil {
 		return err
 	}
