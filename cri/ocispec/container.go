@@ -7,22 +7,15 @@ import (
 	"slices"
 	"strconv"
 
+	imagespec "github.com/opencontainers/image-spec/specs-go/v1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// ImageConfig is the part of an image's config (image-spec v1.ImageConfig,
-// the "config" object of the image's config JSON, which decodes into it)
-// that a container's spec takes. It is declared here rather than imported
-// because image-spec's package needs github.com/opencontainers/go-digest,
-// which go.mod does not list yet.
-type ImageConfig struct {
-	User       string   `json:"User,omitempty"`
-	Env        []string `json:"Env,omitempty"`
-	Entrypoint []string `json:"Entrypoint,omitempty"`
-	Cmd        []string `json:"Cmd,omitempty"`
-	WorkingDir string   `json:"WorkingDir,omitempty"`
-}
+// ImageConfig is an image's config (the "config" object of its config
+// JSON); a container's spec takes its User, Env, Entrypoint, Cmd and
+// WorkingDir.
+type ImageConfig = imagespec.ImageConfig
 
 // ContainerParams are what the runtime, not the config, decides for a
 // container.
