@@ -45,6 +45,8 @@ type Process struct {
 	shimPid   int
 	shimStart uint64
 
+	reopenMu sync.Mutex // one ReopenLog at a time
+
 	mu        sync.Mutex
 	exitFD    int            // guarded by mu: exit FIFO read end, -1 once closed or when loaded dead
 	controlFD int            // guarded by mu: control FIFO (read-write), -1 once closed
@@ -128,16 +130,7 @@ func (p *Process) Resize(w, h uint32) error { return p.control(1, w, h) }
 func (p *Process) CloseStdin() error { return p.control(0, 0, 0) }
 
 func (p *Process) control(kind int, w, h uint32) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.controlFD < 0 || p.stopped {
-		return fmt.Errorf("container %q: process %q: not running: %w", p.c.ID(), p.id, errdefs.ErrFailedPrecondition)
-	}
-	line := fmt.Sprintf("%d %d %d\n", kind, w, h)
-	if _, err := unix.Write(p.controlFD, []byte(line)); err != nil {
-		return fmt.Errorf("container %q: process %q: write control fifo: %w", p.c.ID(), p.id, err)
-	}
-	return nil
+	return p.writeControl(fmt.Sprintf("%d %d %d\n", kind, w, h))
 }
 
 // MarkExitPublished records that the exit event is journaled, so that a

@@ -24,6 +24,7 @@ const (
 	shimStartTimeFile = "shim.starttime"
 	exitStatusFile    = "exitStatus"
 	exitPublishedFile = "exit-published"
+	logReopenFile     = "log-reopen"
 	runcLogFile       = "log.json"
 
 	initID = "init"
@@ -54,11 +55,14 @@ type processRecord struct {
 	// Process is written in dialect, the bundle's spec version's shape
 	// (the shim hands it to `runc exec --process` as it is), and read back
 	// in either shape; see MarshalJSON.
-	Process     specs.ProcessSpec `json:"-"`
-	dialect     bundle.Dialect
-	Stdin       string   `json:"stdin"`
-	Stdout      string   `json:"stdout"`
-	Stderr      string   `json:"stderr"`
+	Process specs.ProcessSpec `json:"-"`
+	dialect bundle.Dialect
+	Stdin   string `json:"stdin"`
+	Stdout  string `json:"stdout"`
+	Stderr  string `json:"stderr"`
+	// LogPath is the CRI log the shim writes stdout and stderr into (then
+	// both ""); Stdio.LogPath.
+	LogPath     string   `json:"logPath,omitempty"`
 	Terminal    bool     `json:"terminal"`
 	Runtime     string   `json:"runtime"`
 	RuntimeArgs []string `json:"runtimeArgs"`
@@ -122,7 +126,7 @@ type shimCheckpointOpts struct {
 }
 
 func (r *processRecord) stdio() Stdio {
-	return Stdio{Stdin: r.Stdin, Stdout: r.Stdout, Stderr: r.Stderr}
+	return Stdio{Stdin: r.Stdin, Stdout: r.Stdout, Stderr: r.Stderr, LogPath: r.LogPath}
 }
 
 // retiredName is the name of a retired container's dir under Root/.retired.

@@ -19,7 +19,16 @@ import (
 
 // Stdio are host paths (usually FIFOs the client made) for a process's
 // stdin, stdout and stderr; "" means /dev/null.
-type Stdio struct{ Stdin, Stdout, Stderr string }
+type Stdio struct {
+	Stdin, Stdout, Stderr string
+	// LogPath, when set, is a CRI log file (kubelet's LogPath): the shim
+	// writes the process's stdout and stderr into it as records of the
+	// "stdout" and "stderr" streams (with a terminal, all is "stdout"), so
+	// output keeps flowing while the daemon restarts. Stdout and Stderr
+	// must then be "". The file is created if missing (0640) and appended
+	// to; Process.ReopenLog reopens it after a rotation. See ValidateStdio.
+	LogPath string
+}
 
 // CreateOpts describe the init process.
 type CreateOpts struct {
@@ -55,6 +64,9 @@ func (c *Container) Create(ctx context.Context, opts CreateOpts) (*Process, erro
 }
 
 func (c *Container) initRecord(opts CreateOpts) (processRecord, error) {
+	if err := validateLog(opts.Stdio); err != nil {
+		return processRecord{}, fmt.Errorf("container %q: %w", c.rec.ID, err)
+	}
 	if c.rec.Spec == nil {
 		return processRecord{}, fmt.Errorf("container %q: bundle config.json unavailable: %w", c.rec.ID, errdefs.ErrFailedPrecondition)
 	}
@@ -85,6 +97,9 @@ func (c *Container) Exec(ctx context.Context, pid string, spec specs.ProcessSpec
 		path := filepath.Join(c.Dir(), initID)
 		return nil, errmark.Mark(&fs.PathError{Op: "mkdir", Path: path, Err: syscall.EEXIST}, errdefs.ErrAlreadyExists)
 	}
+	if err := validateLog(stdio); err != nil {
+		return nil, fmt.Errorf("container %q: exec %q: %w", c.rec.ID, pid, err)
+	}
 	rec := c.newRecord(spec, stdio)
 	rec.Exec = true
 	return c.startProcess(ctx, pid, rec, func() error { return nil })
@@ -100,7 +115,7 @@ func (c *Container) newRecord(spec specs.ProcessSpec, stdio Stdio) processRecord
 		bc = *c.rec.Spec
 	}
 	return processRecord{
-		Process: spec, dialect: bc.Dialect, Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr,
+		Process: spec, dialect: bc.Dialect, Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr, LogPath: stdio.LogPath,
 		Terminal: spec.Terminal, Runtime: c.rec.Runtime, RuntimeArgs: nonNil(c.rec.RuntimeArgs),
 		CheckpointOpts: shimCheckpointOpts{EmptyNS: []string{}}, RootUID: bc.RootUID, RootGID: bc.RootGID,
 		Features: RuntimeFeatures(c.rec.Runtime),

@@ -22,8 +22,15 @@ import (
 //     symlink or a directory would be written over in place: refused.
 //   - stdin: "", or an existing FIFO, character device or regular file,
 //     opened read-only; never created.
+//   - log path (then stdout and stderr must be ""): "", or an absolute path
+//     in an existing directory naming an existing regular file (appended
+//     to) or nothing yet (the shim creates it, 0640). A symlink, a
+//     directory, a FIFO or a device is refused.
 func ValidateStdio(s Stdio) error {
 	if err := validateInput(s.Stdin); err != nil {
+		return err
+	}
+	if err := validateLog(s); err != nil {
 		return err
 	}
 	for _, o := range []struct{ field, path string }{{"stdout", s.Stdout}, {"stderr", s.Stderr}} {
@@ -51,6 +58,48 @@ func validateOutput(field, path string) error {
 		return nil
 	}
 	return stdioError(field, path, "is "+kindOf(st.Mode())+"; an output must be a FIFO, a character device or a path that does not exist yet")
+}
+
+// validateLog checks the log path of s (see ValidateStdio). Create and
+// Exec check it too, before anything is made: a CRI client may not call
+// ValidateStdio first.
+func validateLog(s Stdio) error {
+	if s.LogPath == "" {
+		return nil
+	}
+	if s.Stdout != "" || s.Stderr != "" {
+		return fmt.Errorf("log path %q with stdout %q and stderr %q: stdout and stderr must be empty when a log path is set: %w",
+			s.LogPath, s.Stdout, s.Stderr, errdefs.ErrInvalidArgument)
+	}
+	if !filepath.IsAbs(s.LogPath) {
+		return stdioError("log path", s.LogPath, "is not an absolute path")
+	}
+	st, err := os.Lstat(s.LogPath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return validateLogDir(s.LogPath)
+	case err != nil:
+		return fmt.Errorf("log path %q: %v: %w", s.LogPath, err, errdefs.ErrInvalidArgument)
+	case st.Mode().IsRegular():
+		return nil
+	}
+	return stdioError("log path", s.LogPath, "is "+kindOf(st.Mode())+"; a log path must be a regular file or not exist yet")
+}
+
+// validateLogDir: the directory of a log path that does not exist yet must
+// (kubelet makes the pod's log dir before it creates the container).
+func validateLogDir(path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return stdioError("log path", path, "is in a directory that does not exist ("+dir+")")
+	case err != nil:
+		return fmt.Errorf("log path %q: %v: %w", path, err, errdefs.ErrInvalidArgument)
+	case !st.IsDir():
+		return stdioError("log path", path, "is in "+dir+", which is not a directory")
+	}
+	return nil
 }
 
 func validateInput(path string) error {
@@ -85,6 +134,10 @@ func kindOf(m fs.FileMode) string {
 		return "a directory"
 	case m&fs.ModeSocket != 0:
 		return "a socket"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeDevice != 0:
+		return "a device"
 	}
 	return "a " + m.Type().String() + " file"
 }

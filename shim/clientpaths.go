@@ -21,6 +21,7 @@ import (
 var (
 	errOutputKind = errors.New("is a regular file, a symlink, a directory or a socket; an output must be a FIFO, a character device or a path that does not exist yet")
 	errInputKind  = errors.New("is a directory, a symlink or a socket; stdin must be a FIFO, a character device or a regular file")
+	errLogKind    = errors.New("is not a regular file; a log path must be a regular file or not exist yet")
 )
 
 // openOutput opens a client's output path for writing without blocking: a
@@ -48,6 +49,44 @@ func createOutput(path string) (*os.File, error) {
 	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o600)
 	if err != nil {
 		return nil, wrap("create output "+path, err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// openLogFile opens a CRI log path for appending (crilog.OpenFunc, so a
+// Reopen after kubelet's rotation obeys it too): an existing regular file,
+// never through a symlink, or a new file created exclusively, mode 0640.
+// A file created by someone else between our two opens is then opened.
+func openLogFile(path string) (*os.File, error) {
+	f, err := openExistingLog(path)
+	if errors.Is(err, unix.ENOENT) {
+		f, err = createLog(path)
+		if errors.Is(err, unix.EEXIST) {
+			f, err = openExistingLog(path)
+		}
+	}
+	return f, err
+}
+
+func openExistingLog(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, wrap("open log "+path, err)
+	}
+	defer unix.Close(fd)
+	if fileType(fd) != unix.S_IFREG {
+		return nil, wrap("log "+path, errLogKind)
+	}
+	return reopen(fd, path, unix.O_WRONLY|unix.O_APPEND|unix.O_NOCTTY)
+}
+
+func createLog(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, wrap("create log "+path, errors.New("its directory does not exist"))
+	}
+	if err != nil {
+		return nil, wrap("create log "+path, err)
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }

@@ -74,3 +74,52 @@ func TestOpenInputReadOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenLogFileRules: a new path is created 0640 and an existing regular
+// file is appended to; a symlink (even to a regular file), a FIFO, a
+// directory and a path in a missing directory are refused, and nothing is
+// written through them.
+func TestOpenLogFileRules(t *testing.T) {
+	dir := t.TempDir()
+	newPath := filepath.Join(dir, "0.log")
+	f, err := openLogFile(newPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("one\n")
+	f.Close()
+	if st, err := os.Lstat(newPath); err != nil || st.Mode() != 0o640 {
+		t.Fatalf("new log: %v, mode %v; want a 0640 file", err, st.Mode())
+	}
+	if f, err = openLogFile(newPath); err != nil {
+		t.Fatalf("existing log: %v", err)
+	}
+	f.WriteString("two\n")
+	f.Close()
+	if data, _ := os.ReadFile(newPath); string(data) != "one\ntwo\n" {
+		t.Fatalf("log holds %q, want both lines appended", data)
+	}
+
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	host := filepath.Join(dir, "host-file")
+	os.WriteFile(host, []byte("precious"), 0o644)
+	link := filepath.Join(dir, "link")
+	os.Symlink(host, link)
+	dangling := filepath.Join(dir, "dangling")
+	os.Symlink(filepath.Join(dir, "nowhere"), dangling)
+	for _, bad := range []string{link, dangling, fifo, dir, filepath.Join(dir, "missing", "0.log")} {
+		if f, err := openLogFile(bad); err == nil {
+			f.Close()
+			t.Errorf("openLogFile(%s) accepted", bad)
+		}
+	}
+	if data, _ := os.ReadFile(host); string(data) != "precious" {
+		t.Fatalf("host file now %q", data)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "nowhere")); err == nil {
+		t.Fatal("a dangling symlink's target was created")
+	}
+}

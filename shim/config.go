@@ -13,7 +13,10 @@ type processConfig struct {
 	Process []byte
 	// Stdin, Stdout and Stderr are the client's FIFO paths; "" is /dev/null.
 	Stdin, Stdout, Stderr string
-	Terminal              bool
+	// LogPath, when set, is kubelet's CRI log file: stdout and stderr (then
+	// both "") are written into it as records of the two streams (crilog).
+	LogPath  string
+	Terminal bool
 	// Runtime is the runtime binary; the command line's <runtime> wins.
 	Runtime     string
 	RuntimeArgs []string
@@ -67,6 +70,7 @@ func parseConfig(data []byte) (*processConfig, error) {
 	d := fieldReader{m: m}
 	c.Exec = d.bool("exec")
 	c.Stdin, c.Stdout, c.Stderr = d.string("stdin"), d.string("stdout"), d.string("stderr")
+	c.LogPath = d.string("logPath")
 	c.Terminal = d.bool("terminal")
 	c.Runtime, c.RuntimeArgs = d.string("runtime"), d.strings("runtimeArgs")
 	c.NoPivotRoot = d.bool("noPivotRoot")
@@ -85,6 +89,9 @@ func parseConfig(data []byte) (*processConfig, error) {
 	}
 	if d.err == nil && c.Exec && c.Process == nil {
 		d.err = errors.New("exec without a process")
+	}
+	if d.err == nil && c.LogPath != "" && (c.Stdout != "" || c.Stderr != "") {
+		d.err = errors.New(`"logPath" takes the place of "stdout" and "stderr", which must be empty`)
 	}
 	if d.err == nil && c.Start && (c.Exec || c.Checkpoint != "") {
 		d.err = errors.New(`"start" is for a created init only, not an exec or a restore`)

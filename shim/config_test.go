@@ -43,13 +43,24 @@ func TestParseConfig(t *testing.T) {
 }
 
 func equalConfig(a, b *processConfig) bool {
-	return a.Exec == b.Exec && a.Stdin == b.Stdin && a.Stdout == b.Stdout && a.Stderr == b.Stderr &&
+	return a.Exec == b.Exec && a.Stdin == b.Stdin && a.Stdout == b.Stdout && a.Stderr == b.Stderr && a.LogPath == b.LogPath &&
 		a.Terminal == b.Terminal && a.Runtime == b.Runtime && slices.Equal(a.RuntimeArgs, b.RuntimeArgs) &&
 		a.NoPivotRoot == b.NoPivotRoot && a.Checkpoint == b.Checkpoint &&
 		a.CheckpointOpts.TCP == b.CheckpointOpts.TCP && a.CheckpointOpts.UnixSockets == b.CheckpointOpts.UnixSockets &&
 		a.CheckpointOpts.Shell == b.CheckpointOpts.Shell && slices.Equal(a.CheckpointOpts.EmptyNS, b.CheckpointOpts.EmptyNS) &&
 		a.RootUID == b.RootUID && a.RootGID == b.RootGID && string(a.Process) == string(b.Process) &&
 		a.Features == b.Features
+}
+
+func TestParseConfigLogPath(t *testing.T) {
+	c, err := parseConfig([]byte(`{"stdin": "/run/x/stdin", "logPath": "/var/log/pods/p/c/0.log"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := processConfig{Stdin: "/run/x/stdin", LogPath: "/var/log/pods/p/c/0.log", Features: runtimeFeatures{ConsoleSocket: true, Log: true}}
+	if !equalConfig(c, &want) {
+		t.Errorf("got  %+v\nwant %+v", *c, want)
+	}
 }
 
 func TestParseConfigDefaults(t *testing.T) {
@@ -72,6 +83,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{`{"checkpointOpts": {"emptyNS": "network"}}`, `field "emptyNS"`},
 		{`{"stdin": "x"`, "malformed JSON"},
 		{`{"runtimeFeatures": {"log": 1}}`, `field "log"`},
+		{`{"logPath": 7}`, `field "logPath"`},
+		{`{"logPath": "/l/0.log", "stdout": "/o"}`, `"logPath" takes the place of "stdout" and "stderr"`},
+		{`{"logPath": "/l/0.log", "stderr": "/e"}`, `"logPath" takes the place of "stdout" and "stderr"`},
 	} {
 		_, err := parseConfig([]byte(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -10,15 +10,17 @@ import (
 )
 
 // Control message types: text lines "<type> <width> <height>\n" on the
-// control FIFO.
+// control FIFO; for ctlReopenLog "2 <token> 0\n".
 const (
 	ctlCloseStdin = 0 // width and height are ignored
 	ctlResize     = 1 // resize the pty to width×height
+	ctlReopenLog  = 2 // reopen the CRI log; answer token in logReopenFile
 )
 
 type controlMsg struct {
 	kind          int
 	width, height uint16
+	token         uint64 // ctlReopenLog only
 }
 
 // parseControl parses one control line; ok is false for a malformed one.
@@ -30,6 +32,13 @@ func parseControl(line string) (msg controlMsg, ok bool) {
 	kind, err := strconv.Atoi(f[0])
 	if err != nil {
 		return controlMsg{}, false
+	}
+	if kind == ctlReopenLog {
+		token, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			return controlMsg{}, false
+		}
+		return controlMsg{kind: kind, token: token}, true
 	}
 	w, err1 := strconv.ParseUint(f[1], 10, 16)
 	h, err2 := strconv.ParseUint(f[2], 10, 16)
@@ -43,6 +52,7 @@ func parseControl(line string) (msg controlMsg, ok bool) {
 type controller interface {
 	closeStdin()
 	resize(width, height uint16)
+	reopenLog(token uint64)
 }
 
 // openControl opens the control FIFO read-write: the open does not wait for
@@ -87,5 +97,7 @@ func apply(c controller, line string) {
 		c.closeStdin()
 	case ctlResize:
 		c.resize(msg.width, msg.height)
+	case ctlReopenLog:
+		c.reopenLog(msg.token)
 	}
 }

@@ -20,6 +20,11 @@ type copier struct {
 	keep bool          // on a dst error keep reading src (discarding)
 	end  func()        // run once src ended; may be nil
 	last *atomic.Int64 // unix nanoseconds of the last byte moved; may be nil
+	// stop, when set, cuts src's read short (see stopCopies); may be nil.
+	stop deadliner
+	// deep: writes to dst run deep (a CRI log), so the stack is grown
+	// first (see growStack).
+	deep bool
 	done chan struct{}
 	// writing is true while bytes wait to be taken by dst (a client that
 	// reads slowly or not yet): output is pending, the copy is not idle.
@@ -33,6 +38,9 @@ func (c *copier) start() *copier {
 }
 
 func (c *copier) run() {
+	if c.deep {
+		growStack(0)
+	}
 	defer close(c.done)
 	if c.end != nil {
 		defer c.end()
@@ -117,6 +125,34 @@ func drain(copies []*copier, last *atomic.Int64, idle, limit time.Duration) drai
 	return drained
 }
 
+// deadliner is a source whose blocked read can be cut short (a pipe in the
+// poller).
+type deadliner interface{ SetReadDeadline(t time.Time) error }
+
+// stopCopies ends, within timeout, the copies the drain gave up on that
+// can be stopped: their pending read fails at once and their end hooks run
+// (a CRI log stream writes its unfinished last line). Copies without stop,
+// or stuck in a write, are left as they are.
+func stopCopies(copies []*copier, timeout time.Duration) {
+	for _, c := range copies {
+		if c.stop != nil {
+			c.stop.SetReadDeadline(time.Now())
+		}
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for _, c := range copies {
+		if c.stop == nil {
+			continue
+		}
+		select {
+		case <-c.done:
+		case <-t.C:
+			return
+		}
+	}
+}
+
 // pending says whether some copy holds output its client has not taken.
 func pending(copies []*copier) bool {
 	for _, c := range copies {
@@ -161,4 +197,17 @@ func (t *tail) stop() {
 	t.mu.Lock()
 	t.stopped, t.buf = true, nil
 	t.mu.Unlock()
+}
+
+// growStack grows the calling goroutine's stack to 16 KiB at once. A stack
+// that grows later, on the first write of an idle shim, is copied frame by
+// frame through the binary's pclntab, and the pages of it that this touches
+// (some 500 KiB with fault-around) would stay resident for good; grown
+// while the shim starts, before memtrim.ReleaseText, they are released.
+//
+//go:noinline
+func growStack(i int) byte {
+	var b [8 << 10]byte
+	b[i] = 1
+	return b[len(b)-1-i]
 }

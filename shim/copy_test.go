@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/evjournal/containerd/cri/crilog"
 )
 
 // syncBuffer is a bytes.Buffer safe for the copier goroutine and the test.
@@ -148,5 +151,63 @@ func TestTail(t *testing.T) {
 	tl.Write([]byte("more"))
 	if got := tl.String(); got != "" {
 		t.Errorf("after stop: %q", got)
+	}
+}
+
+// TestStopCopiesFlushesLog: a CRI log copy the drain gave up on (a child
+// holds the pipe) is stopped, and its unfinished last line is written as a
+// P record; the shim waits for it only briefly.
+func TestStopCopiesFlushesLog(t *testing.T) {
+	r, w, _ := os.Pipe()
+	defer w.Close()
+	path := filepath.Join(t.TempDir(), "0.log")
+	s := &stdio{log: &logger{}}
+	s.last.Store(time.Now().UnixNano())
+	if err := s.openCRILog(path); err != nil {
+		t.Fatal(err)
+	}
+	c := s.logCopier(r, crilog.Stdout).start()
+	w.WriteString("line\nprompt> ")
+	if got := drain([]*copier{c}, &s.last, 50*time.Millisecond, 10*time.Second); got != drainIdleGaveUp {
+		t.Fatalf("drain ended %d, want drainIdleGaveUp", got)
+	}
+	stopCopies([]*copier{c}, time.Second)
+	select {
+	case <-c.done:
+	default:
+		t.Fatal("the log copy still runs after stopCopies")
+	}
+	data, _ := os.ReadFile(path)
+	recs, err := crilog.ReadAll(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || string(recs[0].Content) != "line" || recs[0].Partial ||
+		string(recs[1].Content) != "prompt> " || !recs[1].Partial {
+		t.Fatalf("log %q, want F line then P prompt", data)
+	}
+}
+
+// TestLogSinkFullDisk: writes that fail (here: a closed log) are dropped,
+// the copy goes on draining, and shim-log.json gets one warning, plus the
+// count at the stream's end.
+func TestLogSinkFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	f, err := crilog.OpenWith(filepath.Join(dir, "0.log"), openLogFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	log := openLog(filepath.Join(dir, "shim-log.json"))
+	k := newLogSink(f, crilog.Stderr, log)
+	for range 3 {
+		if n, err := k.Write([]byte("lost\n")); n != 5 || err != nil {
+			t.Fatalf("Write = %d, %v; want every byte taken, no error", n, err)
+		}
+	}
+	k.close()
+	data, _ := os.ReadFile(filepath.Join(dir, "shim-log.json"))
+	if lines := strings.Count(string(data), "\n"); lines != 2 || !strings.Contains(string(data), "3 writes failed") {
+		t.Fatalf("shim log %q, want the first failure and the count", data)
 	}
 }

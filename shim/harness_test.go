@@ -82,6 +82,7 @@ type procOpts struct {
 	stdout   bool                // make a stdout FIFO
 	stderr   bool                // make a stderr FIFO
 	terminal bool                // ask for a pty
+	logPath  string              // a CRI log for stdout and stderr (then both unset)
 	launch   func(*exec.Cmd) int // starts the shim instead of cmd.Start; returns its pid
 }
 
@@ -166,6 +167,9 @@ func (p *proc) writeProcessJSON(o procOpts) {
 	}
 	if o.stderr {
 		cfg["stderr"], p.stderr = p.outFifo("stderr")
+	}
+	if o.logPath != "" {
+		cfg["logPath"] = o.logPath
 	}
 	data, err := json.Marshal(cfg)
 	if err != nil {

@@ -98,7 +98,7 @@ func (s *shim) kind() string {
 
 // start runs runc and, once it succeeded, adopts the process it started.
 func (s *shim) start() (int, <-chan unix.WaitStatus, error) {
-	io, err := newStdio(s.cfg)
+	io, err := newStdio(s.cfg, s.log)
 	if err != nil {
 		if io != nil {
 			io.close()

@@ -7,13 +7,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/evjournal/containerd/cri/crilog"
 	"golang.org/x/sys/unix"
 )
 
 // stdio joins the container process's stdio to the client's paths ("" is
 // /dev/null). Without a terminal the process gets OS pipes (as runc's own
 // fds 0, 1, 2, which runc passes on) and copies run FIFO → pipe → FIFO;
-// with one, the pty master that runc sends to our console socket.
+// with one, the pty master that runc sends to our console socket. With a
+// log path, stdout and stderr go into that CRI log instead (logsink.go).
 //
 // Fds are opened close-on-exec and non-blocking on our side, so every copy
 // parks in the Go poller instead of holding a thread. On a setup error the
@@ -27,6 +29,8 @@ type stdio struct {
 	last       atomic.Int64        // last byte moved by an output copy (unix ns)
 	tty        *tty                // nil without a terminal
 	opened     map[string]*os.File // output paths opened so far, by path
+	crilog     *crilog.File        // the CRI log; nil without a log path
+	log        *logger
 
 	mu sync.Mutex
 	// keepAlive is a write handle on the stdin FIFO, so the process sees
@@ -34,11 +38,16 @@ type stdio struct {
 	keepAlive *os.File
 }
 
-func newStdio(cfg *processConfig) (*stdio, error) {
-	s := &stdio{}
+func newStdio(cfg *processConfig, log *logger) (*stdio, error) {
+	s := &stdio{log: log}
 	s.last.Store(time.Now().UnixNano())
 	if err := s.openStdin(cfg.Stdin); err != nil {
 		return nil, err
+	}
+	if cfg.LogPath != "" {
+		if err := s.openCRILog(cfg.LogPath); err != nil {
+			return nil, err
+		}
 	}
 	null, err := unix.Open(os.DevNull, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -110,14 +119,18 @@ func (s *stdio) openPipes(cfg *processConfig) error {
 		(&copier{src: s.stdinR, dst: w, end: func() { w.Close(); s.stdinR.Close() }}).start()
 	}
 	for i, path := range []string{cfg.Stdout, cfg.Stderr} {
-		if path == "" {
-			continue
+		var err error
+		switch {
+		case s.crilog != nil:
+			err = s.pipeLog(i+1, cfg)
+		case path != "":
+			err = s.pipeOut(i+1, path, cfg)
 		}
-		if err := s.pipeOut(i+1, path, cfg); err != nil {
+		if err != nil {
 			return err
 		}
 	}
-	if cfg.Stderr == "" {
+	if s.stderrCopy == nil {
 		return s.recordRuncStderr(cfg)
 	}
 	return nil
@@ -228,7 +241,7 @@ func (s *stdio) closeChild() {
 }
 
 // attachTerminal receives the pty master from runc and starts copying
-// stdin FIFO → master → stdout path.
+// stdin FIFO → master → stdout path (or the CRI log's stdout stream).
 func (s *stdio) attachTerminal(cfg *processConfig, timeout time.Duration) error {
 	con, err := s.tty.receive(timeout)
 	if err != nil {
@@ -236,6 +249,10 @@ func (s *stdio) attachTerminal(cfg *processConfig, timeout time.Duration) error 
 	}
 	if s.stdinR != nil {
 		(&copier{src: s.stdinR, dst: con, end: func() { s.stdinR.Close() }}).start()
+	}
+	if s.crilog != nil {
+		s.outputs = append(s.outputs, s.logCopier(con, crilog.Stdout).start())
+		return nil
 	}
 	var dst io.Writer
 	if cfg.Stdout != "" {
@@ -268,7 +285,13 @@ func (s *stdio) resize(width, height uint16) {
 	}
 }
 
-// drain waits for the output copies to end, bounded (see drain).
+// drain waits for the output copies to end, bounded (see drain). The CRI
+// log's copies it gave up on are then stopped, so that their unfinished
+// last lines are written.
 func (s *stdio) drain(idle, limit time.Duration) drainResult {
-	return drain(s.outputs, &s.last, idle, limit)
+	r := drain(s.outputs, &s.last, idle, limit)
+	if r != drained {
+		stopCopies(s.outputs, flushStopTimeout)
+	}
+	return r
 }

@@ -50,6 +50,24 @@ func (s *Supervisor) UpdateProcess(ctx context.Context, r ProcessUpdate) error {
 	return err
 }
 
+// ReopenLog makes the shim of a process reopen its CRI log
+// (runtime.Stdio.LogPath), for CRI's ReopenContainerLog: kubelet renamed the
+// file to rotate it. The process is looked up in the loop, with
+// UpdateProcess's errors (ErrContainerNotFound, ErrProcessNotFound); the
+// shim's answer is then awaited in the caller's goroutine, never in the
+// loop. A process without a log path, not running, or whose shim could not
+// reopen (the old file then stays in use) is FailedPrecondition.
+func (s *Supervisor) ReopenLog(ctx context.Context, id, pid string) error {
+	p, err := call(ctx, s, "reopen-log", func(done func(Process, error)) {
+		_, p, err := s.lookup(id, pid)
+		done(p, err)
+	})
+	if err != nil {
+		return err
+	}
+	return p.ReopenLog(ctx)
+}
+
 // Update pauses, resumes or changes the resources of a container. pause and
 // resume events are published before the reply.
 func (s *Supervisor) Update(ctx context.Context, r UpdateRequest) error {

@@ -25,6 +25,10 @@ func (s *Supervisor) CreateContainer(ctx context.Context, r CreateRequest) (Cont
 		s.logRejected(r, err)
 		return ContainerInfo{}, err
 	}
+	if err := runtime.ValidateStdio(r.Stdio); err != nil {
+		s.logRejected(r, err)
+		return ContainerInfo{}, err
+	}
 	return call(ctx, s, "create", func(done func(ContainerInfo, error)) {
 		s.startCreate(ctx, r, func(info ContainerInfo, err error) {
 			if err != nil {

@@ -19,6 +19,9 @@ func (s *Supervisor) Exec(ctx context.Context, r ExecRequest) (int, error) {
 	if err := runtime.ValidateID(r.Pid); err != nil {
 		return 0, fmt.Errorf("process id: %w", err)
 	}
+	if err := runtime.ValidateStdio(r.Stdio); err != nil {
+		return 0, err
+	}
 	return call(ctx, s, "exec", func(done func(int, error)) { s.startExec(ctx, r, done) })
 }
 

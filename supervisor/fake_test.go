@@ -359,6 +359,12 @@ func (p *fakeProcess) Resize(w, h uint32) error { return nil }
 func (p *fakeProcess) CloseStdin() error        { return nil }
 func (p *fakeProcess) Spec() specs.ProcessSpec  { return p.spec }
 func (p *fakeProcess) Stdio() runtime.Stdio     { return runtime.Stdio{} }
+
+// ReopenLog: the fake's processes have no log path.
+func (p *fakeProcess) ReopenLog(ctx context.Context) error {
+	return fmt.Errorf("container %q: process %q has no log path: %w", p.c.id, p.id, errdefs.ErrFailedPrecondition)
+}
+
 func (p *fakeProcess) MarkExitPublished() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

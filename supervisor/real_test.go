@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/evjournal/containerd/integration/fixture"
+	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/specs"
 	"github.com/evjournal/containerd/supervisor/journal"
 )
@@ -55,6 +56,8 @@ type daemonScript struct {
 	Shim       string            `json:"shim"`
 	Containers map[string]string `json:"containers"` // id -> bundle
 	Execs      map[string]string `json:"execs"`      // exec id -> container id
+	// Stdio of the processes, by "id/init" or "id/exec"; none by default.
+	Stdio map[string]runtime.Stdio `json:"stdio"`
 }
 
 func runDaemonRole() {
@@ -72,7 +75,7 @@ func runDaemonRole() {
 	ctx := context.Background()
 	pids := map[string]int{}
 	for id, bundle := range sc.Containers {
-		info, err := s.CreateContainer(ctx, CreateRequest{ID: id, Bundle: bundle})
+		info, err := s.CreateContainer(ctx, CreateRequest{ID: id, Bundle: bundle, Stdio: sc.Stdio[id+"/init"]})
 		if err != nil {
 			panic(err)
 		}
@@ -80,7 +83,7 @@ func runDaemonRole() {
 	}
 	for pid, id := range sc.Execs {
 		spec := specs.ProcessSpec{Args: []string{"/testinit", "sleep", "forever"}, Cwd: "/", Env: []string{"PATH=/"}}
-		syspid, err := s.Exec(ctx, ExecRequest{ID: id, Pid: pid, Spec: spec})
+		syspid, err := s.Exec(ctx, ExecRequest{ID: id, Pid: pid, Spec: spec, Stdio: sc.Stdio[id+"/"+pid]})
 		if err != nil {
 			panic(err)
 		}

@@ -92,6 +92,9 @@ type Process interface {
 	Signal(sig syscall.Signal) error
 	Resize(w, h uint32) error
 	CloseStdin() error
+	// ReopenLog makes the shim reopen the process's CRI log
+	// (runtime.Stdio.LogPath) and waits for its answer.
+	ReopenLog(ctx context.Context) error
 	Spec() specs.ProcessSpec
 	Stdio() runtime.Stdio
 	Close() error
