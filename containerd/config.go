@@ -35,6 +35,18 @@ type config struct {
 	metricsAddress    string
 	pprofAddress      string
 	graphiteAddress   string
+	cri               criConfig
+}
+
+// criConfig is the Kubernetes CRI endpoint's part of the flags.
+type criConfig struct {
+	listen     string // unix socket path; "" = no CRI service
+	root       string // persistent dir: images, CRI records
+	cniBinDirs []string
+	cniConfDir string
+	mirrors    map[string][]string // registry host -> endpoints
+	insecure   []string            // registry hosts reached over plain http
+	pause      string              // the sandboxes' pause binary
 }
 
 // flags are v0.2.9's (docs/api.md section 5: same names, shorts and
@@ -63,6 +75,14 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "socket-group", Usage: "group (name or gid) that owns the unix socket. " +
 			"Its members are root-equivalent: a request can name any program as the runtime, run as uid 0"},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log format: text or json"},
+		&cli.StringFlag{Name: "cri-listen", Usage: "serve the Kubernetes CRI v1 (RuntimeService, ImageService) on this unix socket (mode 0660, --socket-group); off when empty"},
+		&cli.StringFlag{Name: "root", Usage: "persistent directory of the CRI service: images and pod/container records (default " + journalRoot +
+			" for the default --state-dir, " + journalRoot + "/root-<state dir>-<hash> for another)"},
+		&cli.StringSliceFlag{Name: "cni-bin-dir", Value: cli.NewStringSlice("/usr/lib/cni"), Usage: "directory of CNI plugin binaries (repeatable)"},
+		&cli.StringFlag{Name: "cni-conf-dir", Value: "/etc/cni/net.d", Usage: "directory of CNI network configs; the first (lexically) is the pods' network"},
+		&cli.StringSliceFlag{Name: "registry-mirror", Usage: "HOST=ENDPOINT: pull images of registry HOST through ENDPOINT first (e.g. registry.k8s.io=http://127.0.0.1:5000; repeatable, tried in order)"},
+		&cli.StringSliceFlag{Name: "insecure-registry", Usage: "registry HOST reached over plain http (repeatable)"},
+		&cli.StringFlag{Name: "sandbox-pause", Usage: "the pause binary of pod sandboxes (default: pause next to this daemon's executable)"},
 	}
 }
 
@@ -100,6 +120,9 @@ func configFrom(c *cli.Context) (config, error) {
 	}
 	if cfg.syncPolicy, err = journal.ParseSyncPolicy(c.String("journal-sync")); err != nil {
 		return cfg, fmt.Errorf("--journal-sync: %w", err)
+	}
+	if cfg.cri, err = criConfigFrom(c, cfg.stateDir); err != nil {
+		return cfg, err
 	}
 	return cfg, cfg.check()
 }
@@ -164,15 +187,21 @@ func journalDirFlag(dir, stateDir string) (string, error) {
 // derivedJournalDir is journalRoot/journal-<state dir with / as ->-<8 hex of
 // its SHA-256>: readable, and unique although "/a-b" and "/a/b" read alike.
 func derivedJournalDir(stateDir string) string {
+	return derivedDir(stateDir, defaultJournalDir, "journal")
+}
+
+// derivedDir is dflt for the default state dir, else
+// journalRoot/<kind>-<state dir with / as ->-<8 hex of its SHA-256>.
+func derivedDir(stateDir, dflt, kind string) string {
 	if stateDir == defaultStateDir {
-		return defaultJournalDir
+		return dflt
 	}
 	name := strings.ReplaceAll(strings.Trim(stateDir, "/"), "/", "-")
 	if len(name) > 100 {
 		name = name[len(name)-100:]
 	}
 	sum := sha256.Sum256([]byte(stateDir))
-	return filepath.Join(journalRoot, "journal-"+name+"-"+hex.EncodeToString(sum[:4]))
+	return filepath.Join(journalRoot, kind+"-"+name+"-"+hex.EncodeToString(sum[:4]))
 }
 
 // lookupGroup resolves --socket-group: "" is -1 (unchanged), a number is a

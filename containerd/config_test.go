@@ -36,6 +36,7 @@ func TestDefaults(t *testing.T) {
 		socketGID: -1, runtime: "runc", shim: "containerd-shim", startTimeout: 30 * time.Second,
 		retainCount: 500, syncPolicy: journal.SyncBatch, reconcileInterval: 10 * time.Second,
 		subscriberBuffer: 2048, metricsInterval: 5 * time.Minute,
+		cri: criConfig{root: "/var/lib/containerd", cniBinDirs: []string{"/usr/lib/cni"}, cniConfDir: "/etc/cni/net.d", mirrors: map[string][]string{}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("defaults\n got %+v\nwant %+v", cfg, want)
@@ -49,7 +50,10 @@ func TestFlags(t *testing.T) {
 		"--start-timeout", "5s", "--retain-count", "0", "--journal-sync", "always", "--reconcile-interval", "0",
 		"--metrics-interval", "0m0s", "--metrics-address", ":9100", "--pprof-address", "127.0.0.1:6060",
 		"--socket-group", "0", "--log-format", "json", "-graphite-address", "g:2003", "--journal-dir", "rel/journal",
-		"--subscriber-buffer", "64")
+		"--subscriber-buffer", "64", "--cri-listen", "unix://rel/cri.sock", "--root", "rel/root", "--cni-bin-dir", "/a",
+		"--cni-bin-dir", "/b", "--cni-conf-dir", "/c", "--registry-mirror", "registry.k8s.io=http://127.0.0.1:5000",
+		"--registry-mirror", "registry.k8s.io=http://m2", "--registry-mirror", "docker.io=http://m3", "--insecure-registry", "r:5000",
+		"--sandbox-pause", "rel/pause")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +64,9 @@ func TestFlags(t *testing.T) {
 		runtimeArgs: []string{"--root=/a,b", "--debug"}, shim: "/bin/shim", startTimeout: 5 * time.Second,
 		retainCount: 0, syncPolicy: journal.SyncAlways, metricsAddress: ":9100", pprofAddress: "127.0.0.1:6060",
 		graphiteAddress: "g:2003", subscriberBuffer: 64,
+		cri: criConfig{listen: filepath.Join(wd, "rel/cri.sock"), root: filepath.Join(wd, "rel/root"), cniBinDirs: []string{"/a", "/b"},
+			cniConfDir: "/c", mirrors: map[string][]string{"registry.k8s.io": {"http://127.0.0.1:5000", "http://m2"}, "docker.io": {"http://m3"}},
+			insecure: []string{"r:5000"}, pause: filepath.Join(wd, "rel/pause")},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("flags\n got %+v\nwant %+v", cfg, want)
@@ -175,5 +182,16 @@ func TestHelpSaysSocketIsRootEquivalent(t *testing.T) {
 	}
 	if strings.Count(out.String(), "root-equivalent") < 2 {
 		t.Fatalf("--help does not say (in the description and at --socket-group) that socket access is root-equivalent:\n%s", out.String())
+	}
+}
+
+// TestBadRegistryMirror: a mirror without HOST=ENDPOINT is refused at start,
+// naming the value and the form wanted.
+func TestBadRegistryMirror(t *testing.T) {
+	for _, v := range []string{"registry.k8s.io", "=http://x", "registry.k8s.io="} {
+		_, err := parseFlags("--registry-mirror", v)
+		if err == nil || !strings.Contains(err.Error(), v) || !strings.Contains(err.Error(), "HOST=ENDPOINT") {
+			t.Errorf("--registry-mirror %q: %v", v, err)
+		}
 	}
 }

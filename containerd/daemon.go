@@ -76,6 +76,7 @@ type daemon struct {
 	sup      *supervisor.Supervisor
 	api      *server.Server
 	grpc     *grpc.Server
+	cri      *criEndpoint // nil without --cri-listen
 }
 
 func newDaemon(cfg config, log *logrus.Entry) (*daemon, error) {
@@ -88,6 +89,9 @@ func newDaemon(cfg config, log *logrus.Entry) (*daemon, error) {
 	d.api = server.New(sup, server.WithLogger(log))
 	d.grpc = grpc.NewServer(server.ServerOptions(log)...)
 	d.api.Register(d.grpc) // health says NOT_SERVING until restore is done
+	if d.cri, err = newCRI(cfg, sup, log); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -140,6 +144,14 @@ func (d *daemon) run(cfg config, listeners []net.Listener, stop <-chan os.Signal
 	}
 	d.api.SetServing(true)
 	serveErr := serve(d.grpc, listeners)
+	if d.cri != nil {
+		criErr, err := d.cri.start(ctx)
+		if err != nil {
+			d.shutdown(time.Now().Add(shutdownBudget))
+			return err
+		}
+		serveErr = merge(serveErr, criErr)
+	}
 	d.log.Info("containerd serving")
 	go trimWhenIdle(ctx, d.registry, d.log)
 	select {
@@ -166,6 +178,19 @@ func (d *daemon) start(ctx context.Context, stop <-chan os.Signal) (os.Signal, e
 	}
 }
 
+// merge forwards what either channel gives.
+func merge(a, b <-chan error) <-chan error {
+	out := make(chan error, 2)
+	for _, c := range []<-chan error{a, b} {
+		go func() {
+			if err, ok := <-c; ok {
+				out <- err
+			}
+		}()
+	}
+	return out
+}
+
 // serve serves g on every listener; the channel gets the first failure.
 func serve(g *grpc.Server, listeners []net.Listener) <-chan error {
 	errc := make(chan error, len(listeners))
@@ -187,6 +212,11 @@ func (d *daemon) shutdown(deadline time.Time) error {
 	d.api.SetServing(false)
 	if err := within(deadline, func() error { d.grpc.Stop(); return nil }); err != nil {
 		d.log.WithError(err).Error("grpc stop")
+	}
+	if d.cri != nil {
+		if err := within(deadline, func() error { d.cri.stop(); return nil }); err != nil {
+			d.log.WithError(err).Error("cri stop")
+		}
 	}
 	if err := within(deadline, d.sup.Stop); err != nil {
 		return fmt.Errorf("supervisor stop: %w", err)

@@ -24,6 +24,10 @@
 //	status FIELD...   print "FIELD: VALUE" for these fields of /proc/self/status (Uid, Groups...)
 //	syscall NAME      try a syscall a seccomp profile may deny (keyctl, personality);
 //	                  print "syscall NAME: ok" or "syscall NAME: <error>"
+//	serve PORT WORDS  in the background, answer each TCP connection to PORT (all addresses) with
+//	                  WORDS and a newline, then close it, while the next steps run
+//	dial ADDR         connect to TCP ADDR (host:port), print "dial ADDR: " and what it answered
+//	                  (its first line), or "dial ADDR: <error>"; go on either way
 //	flood             write to stdout without end (blocks once nobody reads), until killed
 //	flood-bg          the same in the background, while the next steps run (a process whose
 //	                  exit comes while its output is unread: the exit benchmarks)
@@ -36,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -128,11 +133,53 @@ func run(step []string) error {
 	case "flood-bg":
 		go flood()
 		return nil
+	case "serve":
+		return serve(first(args), strings.Join(args[min(1, len(args)):], " "))
+	case "dial":
+		return dial(first(args))
 	case "child-sleep":
 		// used by fork: the children just wait to be killed
 		sleepForever()
 	}
 	return fmt.Errorf("unknown step %q", step[0])
+}
+
+// serve listens on port and answers every connection with text, in the
+// background.
+func serve(port, text string) error {
+	l, err := net.Listen("tcp", ":"+port)
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintln(c, text)
+			c.Close()
+		}
+	}()
+	return nil
+}
+
+// dial prints the first line addr answers, or why it could not.
+func dial(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		_, err = fmt.Printf("dial %s: %v\n", addr, err)
+		return err
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		_, err = fmt.Printf("dial %s: %v\n", addr, err)
+		return err
+	}
+	_, err = fmt.Printf("dial %s: %s", addr, line)
+	return err
 }
 
 // flood writes to stdout until a write fails: with a client that does not

@@ -1,0 +1,173 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/runtime"
+	"github.com/evjournal/containerd/specs"
+	"github.com/evjournal/containerd/supervisor"
+	"golang.org/x/sys/unix"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// maxExecOutput bounds each of an ExecSync's stdout and stderr, as kubelet
+// bounds what it keeps of a probe's output.
+const maxExecOutput = 16 << 20
+
+// outputDrainWait bounds the wait for an exec's last output once it exited
+// (the shim drains and closes its end within its own bound).
+const outputDrainWait = 10 * time.Second
+
+// ExecSync runs a command in a running container as an exec process of the
+// supervisor, collects its output through FIFOs and returns its exit code.
+// A timeout kills the command and answers DeadlineExceeded.
+func (s *Server) ExecSync(ctx context.Context, r *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	c, err := s.getContainer(r.GetContainerId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if len(r.GetCmd()) == 0 {
+		return nil, toStatus(fmt.Errorf("exec: cmd is empty: %w", errdefs.ErrInvalidArgument))
+	}
+	s.mu.Lock()
+	id, state := c.rec.ID, c.rec.State
+	s.mu.Unlock()
+	if state != stateRunning {
+		return nil, toStatus(fmt.Errorf("container %s is %s, not running: %w", id, state, errdefs.ErrFailedPrecondition))
+	}
+	spec, err := s.initSpec(ctx, id)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	spec.Args, spec.Terminal = r.GetCmd(), false
+	out, err := s.execSync(ctx, id, spec, time.Duration(r.GetTimeout())*time.Second)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return out, nil
+}
+
+// initSpec is the process spec of a running container's init: an exec runs
+// with its environment, user, cwd and capabilities.
+func (s *Server) initSpec(ctx context.Context, id string) (specs.ProcessSpec, error) {
+	infos, err := s.sup.State(ctx, id)
+	if err != nil {
+		return specs.ProcessSpec{}, fmt.Errorf("container %s: %w", id, err)
+	}
+	for _, in := range infos {
+		for _, p := range in.Processes {
+			if p.ID == "init" {
+				return p.Spec, nil
+			}
+		}
+	}
+	return specs.ProcessSpec{}, fmt.Errorf("container %s: no running init: %w", id, errdefs.ErrFailedPrecondition)
+}
+
+func (s *Server) execSync(ctx context.Context, id string, spec specs.ProcessSpec, timeout time.Duration) (*runtimeapi.ExecSyncResponse, error) {
+	pid := "execsync-" + shortRandom()
+	dir := filepath.Join(s.cfg.StateDir, "exec", id+"-"+pid)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	var outBuf, errBuf bytes.Buffer
+	stdout, err := openOutputFifo(filepath.Join(dir, "stdout"), &outBuf)
+	if err != nil {
+		return nil, err
+	}
+	defer stdout.close()
+	stderr, err := openOutputFifo(filepath.Join(dir, "stderr"), &errBuf)
+	if err != nil {
+		return nil, err
+	}
+	defer stderr.close()
+	w := s.wait(id, pid)
+	defer s.unwait(id, pid, w)
+	if _, err := s.sup.Exec(ctx, supervisor.ExecRequest{ID: id, Pid: pid, Spec: spec,
+		Stdio: runtime.Stdio{Stdout: stdout.path, Stderr: stderr.path}}); err != nil {
+		return nil, fmt.Errorf("container %s: exec: %w", id, err)
+	}
+	if timeout <= 0 {
+		timeout = 365 * 24 * time.Hour
+	}
+	exit, err := awaitExit(ctx, w, timeout)
+	if err != nil {
+		s.sup.Signal(context.WithoutCancel(ctx), id, pid, syscall.SIGKILL)
+		if ctx.Err() == nil {
+			err = fmt.Errorf("container %s: command %q timed out after %v: %w", id, spec.Args, timeout, context.DeadlineExceeded)
+		}
+		return nil, err
+	}
+	stdout.collect()
+	stderr.collect()
+	return &runtimeapi.ExecSyncResponse{Stdout: outBuf.Bytes(), Stderr: errBuf.Bytes(), ExitCode: int32(exit.status)}, nil
+}
+
+func shortRandom() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// outputFifo is a FIFO an exec writes to and we read, with our own write
+// end held until the exec exited: without it, a read before the shim
+// opened the FIFO would see end-of-file.
+type outputFifo struct {
+	path string
+	rd   *os.File
+	wr   *os.File
+	done chan struct{}
+}
+
+// openOutputFifo makes the FIFO and copies what comes out of it to w
+// (maxExecOutput at most; the rest is read and dropped).
+func openOutputFifo(path string, w io.Writer) (*outputFifo, error) {
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		return nil, fmt.Errorf("mkfifo %s: %w", path, err)
+	}
+	rd, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	wr, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		rd.Close()
+		return nil, err
+	}
+	f := &outputFifo{path: path, rd: rd, wr: wr, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		io.Copy(w, io.LimitReader(rd, maxExecOutput))
+		io.Copy(io.Discard, rd) // a writer must not block on a full FIFO
+	}()
+	return f, nil
+}
+
+// collect closes our write end and waits until the exec's writers are gone
+// too and everything was copied (bounded).
+func (f *outputFifo) collect() {
+	f.wr.Close()
+	select {
+	case <-f.done:
+	case <-time.After(outputDrainWait):
+		f.rd.Close()
+		<-f.done
+	}
+}
+
+func (f *outputFifo) close() {
+	f.wr.Close()
+	f.rd.Close()
+	<-f.done
+}

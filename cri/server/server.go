@@ -1,0 +1,165 @@
+// Package server is the daemon's Kubernetes CRI v1 RuntimeService: pods and
+// their containers as containers of the one supervisor loop (journaled like
+// any other, visible to ctr), their network namespaces through CNI
+// (package podnet), their rootfs from the image store (package image), and
+// their OCI specs from package cri/ocispec. The ImageService is
+// cri/imagesvc. See docs/cri.md.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/evjournal/containerd/api"
+	"github.com/evjournal/containerd/cri/streaming"
+	"github.com/evjournal/containerd/image"
+	"github.com/evjournal/containerd/podnet"
+	"github.com/evjournal/containerd/supervisor"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// RuntimeName is what Version reports.
+const RuntimeName = "evjournal-containerd"
+
+// Config is what the daemon gives the CRI service.
+type Config struct {
+	// Root is the CRI service's persistent dir (records of pods and
+	// containers, their bundles): <--root>/cri.
+	Root string
+	// StateDir is for what does not survive a reboot (pinned network
+	// namespaces, pod /dev/shm mounts): <--state-dir>/.cri.
+	StateDir string
+	// Pause is the host path of the pause binary the sandboxes run.
+	Pause string
+	// Network is the CNI network pods join (nil: host network only).
+	Network *podnet.Network
+	Images  *image.Store
+	// StreamAddr is the streaming server's address (Exec, PortForward):
+	// loopback, a free port by default.
+	StreamAddr string
+	Logger     *logrus.Entry
+}
+
+// Server implements runtimeapi.RuntimeServiceServer. Methods not provided
+// yet answer Unimplemented (embedded).
+type Server struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+
+	cfg Config
+	sup *supervisor.Supervisor
+	log *logrus.Entry
+
+	mu         sync.Mutex
+	sandboxes  map[string]*sandbox
+	containers map[string]*container
+	// waiters are told the exit status of a process ("<id>/<pid>").
+	waiters map[string][]chan exitInfo
+	// feeds are the GetContainerEvents streams.
+	feeds map[chan *runtimeapi.ContainerEventResponse]struct{}
+
+	stream *streaming.Server
+
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// New prepares the service; Start loads the records and follows the
+// supervisor's events.
+func New(cfg Config, sup *supervisor.Supervisor) (*Server, error) {
+	if cfg.Root == "" || cfg.StateDir == "" || cfg.Images == nil || sup == nil {
+		return nil, fmt.Errorf("cri: Root, StateDir, Images and the supervisor are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = logrus.WithField("module", "cri")
+	}
+	for _, d := range []string{cfg.Root, cfg.StateDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("cri: %w", err)
+		}
+	}
+	s := &Server{
+		cfg: cfg, sup: sup, log: cfg.Logger,
+		sandboxes: map[string]*sandbox{}, containers: map[string]*container{},
+		waiters: map[string][]chan exitInfo{}, feeds: map[chan *runtimeapi.ContainerEventResponse]struct{}{},
+		done: make(chan struct{}),
+	}
+	st, err := streaming.New(streaming.Config{Addr: cfg.StreamAddr, Logger: cfg.Logger}, streamRuntime{s})
+	if err != nil {
+		return nil, fmt.Errorf("cri: streaming server: %w", err)
+	}
+	s.stream = st
+	return s, nil
+}
+
+// Register adds the RuntimeService to g.
+func (s *Server) Register(g *grpc.Server) { runtimeapi.RegisterRuntimeServiceServer(g, s) }
+
+// Start loads the records, then follows the supervisor's events from where
+// the service left off, so that exits that happened while the daemon was
+// down are applied once. Call after the supervisor's restore.
+func (s *Server) Start(ctx context.Context) error {
+	if err := s.load(); err != nil {
+		return err
+	}
+	sub, err := s.subscribe(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, s.stop = context.WithCancel(context.Background())
+	go s.follow(ctx, sub)
+	return s.stream.Start()
+}
+
+// Close stops the streams and following events.
+func (s *Server) Close() {
+	s.stream.Stop()
+	if s.stop != nil {
+		s.stop()
+		<-s.done
+	}
+}
+
+func (s *Server) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	return &runtimeapi.VersionResponse{
+		Version: "0.1.0", RuntimeName: RuntimeName, RuntimeVersion: api.Version(), RuntimeApiVersion: "v1",
+	}, nil
+}
+
+// Status reports the runtime ready (the supervisor answers) and the network
+// ready only when a CNI config is loaded, with the reason otherwise.
+func (s *Server) Status(ctx context.Context, r *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	runtimeReady := &runtimeapi.RuntimeCondition{Type: runtimeapi.RuntimeReady, Status: true}
+	if _, err := s.sup.State(ctx, ""); err != nil {
+		runtimeReady.Status, runtimeReady.Reason, runtimeReady.Message = false, "SupervisorNotReady", err.Error()
+	}
+	netReady := &runtimeapi.RuntimeCondition{Type: runtimeapi.NetworkReady, Status: true}
+	var err error
+	if s.cfg.Network == nil {
+		err = fmt.Errorf("no CNI network configured")
+	} else {
+		err = s.cfg.Network.Status()
+	}
+	if err != nil {
+		netReady.Status, netReady.Reason, netReady.Message = false, "NetworkPluginNotReady", err.Error()
+	}
+	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, netReady}}}, nil
+}
+
+// newID is a CRI object id: 64 hex digits, as kubelet is used to.
+func newID() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Server) sandboxDir(id string) string   { return filepath.Join(s.cfg.Root, "sandboxes", id) }
+func (s *Server) containerDir(id string) string { return filepath.Join(s.cfg.Root, "containers", id) }

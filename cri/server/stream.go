@@ -1,0 +1,188 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/cri/streaming"
+	"github.com/evjournal/containerd/runtime"
+	"github.com/evjournal/containerd/supervisor"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Exec, Attach and PortForward answer a one-time URL of the streaming
+// server (cri/streaming), which calls back the methods of streamRuntime
+// once the client connects. The ids are checked here, before a URL is
+// handed out: once streaming, an error only travels inside the stream.
+
+func (s *Server) Exec(ctx context.Context, r *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
+	if err := s.checkRunning(r.GetContainerId()); err != nil {
+		return nil, toStatus(err)
+	}
+	resp, err := s.stream.GetExec(r)
+	return resp, toStatus(err)
+}
+
+func (s *Server) Attach(ctx context.Context, r *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
+	return nil, toStatus(fmt.Errorf("attach: a container's output goes to its CRI log file; attaching to it is not supported yet: %w", errdefs.ErrNotImplemented))
+}
+
+func (s *Server) PortForward(ctx context.Context, r *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
+	sb, err := s.getSandbox(r.GetPodSandboxId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	s.mu.Lock()
+	ready := sb.rec.State == sandboxReady
+	s.mu.Unlock()
+	if !ready {
+		return nil, toStatus(fmt.Errorf("pod sandbox %s is not ready: %w", sb.rec.ID, errdefs.ErrFailedPrecondition))
+	}
+	resp, err := s.stream.GetPortForward(r)
+	return resp, toStatus(err)
+}
+
+func (s *Server) checkRunning(id string) error {
+	c, err := s.getContainer(id)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.rec.State != stateRunning {
+		return fmt.Errorf("container %s is %s, not running: %w", c.rec.ID, c.rec.State, errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// streamRuntime is what the streaming server calls.
+type streamRuntime struct{ s *Server }
+
+var _ streaming.Runtime = streamRuntime{}
+
+// Exec runs cmd as an exec process of the supervisor, its stdio through
+// FIFOs copied to and from the stream; the pty's size follows resize, and
+// the end of the client's stdin closes the process's.
+func (rt streamRuntime) Exec(ctx context.Context, id string, cmd []string, stdin io.Reader, stdout, stderr io.WriteCloser,
+	tty bool, resize <-chan streaming.TermSize) (int, error) {
+	s := rt.s
+	c, err := s.getContainer(id)
+	if err != nil {
+		return 0, err
+	}
+	id = c.rec.ID
+	spec, err := s.initSpec(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	spec.Args, spec.Terminal = cmd, tty
+	pid := "exec-" + shortRandom()
+	dir := filepath.Join(s.cfg.StateDir, "exec", id+"-"+pid)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	var stdio runtime.Stdio
+	var outs []*outputFifo
+	for _, o := range []struct {
+		w    io.Writer
+		name string
+		path *string
+	}{{stdout, "stdout", &stdio.Stdout}, {stderr, "stderr", &stdio.Stderr}} {
+		if o.w == nil || (o.name == "stderr" && tty) {
+			continue
+		}
+		f, err := openOutputFifo(filepath.Join(dir, o.name), o.w)
+		if err != nil {
+			return 0, err
+		}
+		defer f.close()
+		outs = append(outs, f)
+		*o.path = f.path
+	}
+	var in *os.File
+	if stdin != nil {
+		stdio.Stdin = filepath.Join(dir, "stdin")
+		if err := syscall.Mkfifo(stdio.Stdin, 0o600); err != nil {
+			return 0, fmt.Errorf("mkfifo %s: %w", stdio.Stdin, err)
+		}
+		// Read-write: the open does not wait for the shim, and the shim's
+		// reads see EOF once we close it (it holds no other writer but its
+		// keep-alive, dropped by the close-stdin message).
+		if in, err = os.OpenFile(stdio.Stdin, os.O_RDWR, 0); err != nil {
+			return 0, err
+		}
+		defer in.Close()
+	}
+	w := s.wait(id, pid)
+	defer s.unwait(id, pid, w)
+	if _, err := s.sup.Exec(ctx, supervisor.ExecRequest{ID: id, Pid: pid, Spec: spec, Stdio: stdio}); err != nil {
+		return 0, fmt.Errorf("container %s: exec: %w", id, err)
+	}
+	if in != nil {
+		go func() {
+			io.Copy(in, stdin)
+			in.Close()
+			s.sup.UpdateProcess(context.WithoutCancel(ctx), supervisor.ProcessUpdate{ID: id, Pid: pid, CloseStdin: true})
+		}()
+	}
+	if resize != nil {
+		go func() {
+			for sz := range resize {
+				s.sup.UpdateProcess(ctx, supervisor.ProcessUpdate{ID: id, Pid: pid, Width: uint32(sz.Width), Height: uint32(sz.Height)})
+			}
+		}()
+	}
+	var exit exitInfo
+	select {
+	case exit = <-w:
+	case <-ctx.Done():
+		s.sup.Signal(context.WithoutCancel(ctx), id, pid, syscall.SIGKILL)
+		return 0, ctx.Err()
+	}
+	for _, f := range outs {
+		f.collect()
+	}
+	return int(exit.status), nil
+}
+
+func (rt streamRuntime) Attach(ctx context.Context, id string, stdin io.Reader, stdout, stderr io.WriteCloser, tty bool, resize <-chan streaming.TermSize) error {
+	return fmt.Errorf("attach is not supported yet: %w", errdefs.ErrNotImplemented)
+}
+
+// PortForward connects the stream to the port on the pod's loopback: in its
+// network namespace, or the host's for a host-network pod.
+func (rt streamRuntime) PortForward(ctx context.Context, podID string, port int32, stream io.ReadWriteCloser) error {
+	sb, err := rt.s.getSandbox(podID)
+	if err != nil {
+		return err
+	}
+	rt.s.mu.Lock()
+	netns := sb.rec.NetNS
+	rt.s.mu.Unlock()
+	if netns != "" {
+		return streaming.ForwardInNetNS(ctx, netns, port, stream)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
+	if err != nil {
+		return fmt.Errorf("port forward to host port %d: %w", port, err)
+	}
+	defer conn.Close()
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(conn, stream); conn.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
+	go func() { io.Copy(stream, conn); done <- struct{}{} }()
+	select {
+	case <-done:
+		<-done
+	case <-ctx.Done():
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
+	utilexec "k8s.io/client-go/util/exec"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// TestCRIStreaming: Exec and PortForward through the daemon's streaming
+// server, driven by client-go as kubectl drives them: an exec's stdin
+// reaches the process and its end closes the process's stdin, stdout and
+// stderr come back apart, the exit code is the client's error; a forwarded
+// port reaches a server listening in the pod's network namespace.
+func TestCRIStreaming(t *testing.T) {
+	t.Parallel()
+	e := newCRIEnv(t)
+	ctx := cctx(t)
+	ref := e.pushTestinit(t, "e2e/stream:1")
+	if _, err := e.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
+		t.Fatal(err)
+	}
+	podCfg := e.podConfig(t, "stream")
+	run, err := e.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podCfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := e.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: run.PodSandboxId, SandboxConfig: podCfg,
+		Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "srv"}, Image: &runtimeapi.ImageSpec{Image: ref},
+			Args: []string{"serve", "8080", "forwarded", "--", "sleep", "forever"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: cr.ContainerId}); err != nil {
+		t.Fatal(err)
+	}
+
+	resp, err := e.rt.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: cr.ContainerId, Stdin: true, Stdout: true, Stderr: true,
+		Cmd: []string{"/testinit", "cat", "--", "stderr", "after eof", "--", "exit", "4"}})
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	u, err := url.Parse(resp.Url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := remotecommand.NewSPDYExecutor(&rest.Config{}, "POST", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	err = exe.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: strings.NewReader("line one\nline two\n"), Stdout: &stdout, Stderr: &stderr})
+	var exit utilexec.CodeExitError
+	if !errors.As(err, &exit) || exit.Code != 4 {
+		t.Fatalf("exec: %v, want exit code 4", err)
+	}
+	if stdout.String() != "line one\nline two\n" || stderr.String() != "after eof\n" {
+		t.Fatalf("exec: stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	_, err = e.rt.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: "0123456789abcdef", Stdout: true, Cmd: []string{"x"}})
+	wantCRICode(t, "Exec in an unknown container", err, codes.NotFound)
+
+	pf, err := e.rt.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: run.PodSandboxId, Port: []int32{8080}})
+	if err != nil {
+		t.Fatalf("PortForward: %v", err)
+	}
+	pu, err := url.Parse(pf.Url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trip, upgrader, err := spdy.RoundTripperFor(&rest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialer := spdy.NewDialerForStreaming(upgrader, &http.Client{Transport: trip}, "POST", pu)
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready := make(chan struct{})
+	fw, err := portforward.NewOnAddressesForStreamingWithContext(fctx, dialer, []string{"127.0.0.1"}, []string{"0:8080"}, ready, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forwarding := make(chan error, 1)
+	go func() { forwarding <- fw.ForwardPorts() }()
+	select {
+	case <-ready:
+	case err := <-forwarding:
+		t.Fatalf("port forward: %v", err)
+	}
+	ports, err := fw.GetPorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0].Local))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(c)
+	c.Close()
+	if err != nil || string(got) != "forwarded\n" {
+		t.Fatalf("through the forwarded port: %q %v", got, err)
+	}
+	cancel()
+	<-forwarding
+	removePod(t, e, run.PodSandboxId)
+}
