@@ -157,18 +157,19 @@ type fakeProcess struct {
 	stdio runtime.Stdio
 }
 
-func (p *fakeProcess) ExitFD() int                  { return -1 }
-func (p *fakeProcess) ID() string                   { return p.id }
-func (p *fakeProcess) SystemPid() int               { return 4242 }
-func (p *fakeProcess) State() runtime.ProcessState  { return runtime.Running }
-func (p *fakeProcess) ExitStatus() (uint32, string) { return 0, "" }
-func (p *fakeProcess) ExitTime() time.Time          { return time.Time{} }
-func (p *fakeProcess) Signal(syscall.Signal) error  { return nil }
-func (p *fakeProcess) Resize(w, h uint32) error     { return nil }
-func (p *fakeProcess) CloseStdin() error            { return nil }
-func (p *fakeProcess) Spec() specs.ProcessSpec      { return p.spec }
-func (p *fakeProcess) Stdio() runtime.Stdio         { return p.stdio }
-func (p *fakeProcess) Close() error                 { return nil }
+func (p *fakeProcess) ExitFD() int                     { return -1 }
+func (p *fakeProcess) ID() string                      { return p.id }
+func (p *fakeProcess) SystemPid() int                  { return 4242 }
+func (p *fakeProcess) State() runtime.ProcessState     { return runtime.Running }
+func (p *fakeProcess) ExitStatus() (uint32, string)    { return 0, "" }
+func (p *fakeProcess) ExitTime() time.Time             { return time.Time{} }
+func (p *fakeProcess) Signal(syscall.Signal) error     { return nil }
+func (p *fakeProcess) Resize(w, h uint32) error        { return nil }
+func (p *fakeProcess) CloseStdin() error               { return nil }
+func (p *fakeProcess) ReopenLog(context.Context) error { return nil }
+func (p *fakeProcess) Spec() specs.ProcessSpec         { return p.spec }
+func (p *fakeProcess) Stdio() runtime.Stdio            { return p.stdio }
+func (p *fakeProcess) Close() error                    { return nil }
 
 // fakeMonitor reports every process as exited at once, except the init and
 // e1 of c1, which live for ever: the fuzzed creates and execs come and go,
