@@ -413,3 +413,32 @@ func TestPullContextDone(t *testing.T) {
 		t.Errorf("images after cut pulls: %v", l)
 	}
 }
+
+// TestImageFsInfoOwnMount: a store on a filesystem of its own (a tmpfs
+// mounted for the test) reports that mount, not the one above it.
+func TestImageFsInfoOwnMount(t *testing.T) {
+	fixture.RequireRoot(t)
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=16m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	store, err := image.Open(dir+"/store", image.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := serve(t, imagesvc.New(store)).ImageFsInfo(ctx(t), &runtimeapi.ImageFsInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mp := resp.ImageFilesystems[0].FsId.GetMountpoint(); mp != dir {
+		t.Errorf("mountpoint %q, want the tmpfs at %s", mp, dir)
+	}
+	if resp.ImageFilesystems[0].InodesUsed.GetValue() == 0 {
+		t.Errorf("no inode counted for the store's records dir: %v", resp)
+	}
+}
