@@ -123,6 +123,16 @@ bench: build
 reliability: build
 	$(GO) run ./bench/cmd/reliability -fuzztime 20s
 
+# The CRI conformance suite of cri-tools (critest) against the daemon's
+# --cri-listen, offline: builds critest from a cri-tools checkout (v1.34.0,
+# with its vendor/), serves the images it pulls, rebuilt from Debian
+# binaries, from a registry on 127.0.0.1:5000 mirrored for registry.k8s.io
+# and gcr.io (root; manual, not part of `make test`). See docs/critest.md.
+.PHONY: critest
+critest: build
+	@test -n "$(CRI_TOOLS)" || { echo "usage: make critest CRI_TOOLS=/path/to/cri-tools" >&2; exit 1; }
+	GO=$(GO) CRI_TOOLS=$(CRI_TOOLS) ./integration/critest/run.sh
+
 clean:
 	rm -rf $(BIN)
 
