@@ -29,12 +29,12 @@ import (
 func TestPullPrepareRootfs(t *testing.T) {
 	fixture.RequireRoot(t)
 	reg := newRegistry(t)
-	img := imageOf(t, testConfig, baseLayer(t), upperLayer(t))
+	img := fixture.ImageOf(t, testConfig, baseLayer(t), upperLayer(t))
 	other := "s390x"
 	if goruntime.GOARCH == other {
 		other = "arm64"
 	}
-	foreign := imageOf(t, v1.Config{}, layerOf(t, entry{name: "foreign", body: "wrong platform"}))
+	foreign := fixture.ImageOf(t, v1.Config{}, fixture.LayerOf(t, fixture.File{Name: "foreign", Body: "wrong platform"}))
 	idx := mutate.AppendManifests(empty.Index,
 		mutate.IndexAddendum{Add: foreign, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: other}}},
 		mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: goruntime.GOARCH}}},
@@ -128,7 +128,7 @@ func TestMirror(t *testing.T) {
 	fixture.RequireRoot(t)
 	empty := newRegistry(t)
 	reg := newRegistry(t)
-	reg.push(t, "e2e-test-images/busybox:1.29-2", imageOf(t, testConfig, baseLayer(t)))
+	reg.push(t, "e2e-test-images/busybox:1.29-2", fixture.ImageOf(t, testConfig, baseLayer(t)))
 	mirrors := []string{"http://" + empty.host, "http://" + reg.host}
 	// mirrored.invalid stands for a registry that is never reached: the
 	// .invalid domain does not resolve.
@@ -158,7 +158,7 @@ func TestMirror(t *testing.T) {
 func TestAuth(t *testing.T) {
 	fixture.RequireRoot(t)
 	reg := newRegistry(t)
-	reg.push(t, "private/app:1", imageOf(t, testConfig, baseLayer(t)))
+	reg.push(t, "private/app:1", fixture.ImageOf(t, testConfig, baseLayer(t)))
 	reg.setAuth("alice", "s3cret")
 	s, root := newStore(t, image.Options{})
 	ref := reg.host + "/private/app:1"
@@ -193,7 +193,7 @@ func TestTamperedLayer(t *testing.T) {
 	fixture.RequireRoot(t)
 	reg := newRegistry(t)
 	upper := upperLayer(t)
-	reg.push(t, "test/app:1", imageOf(t, testConfig, baseLayer(t), upper))
+	reg.push(t, "test/app:1", fixture.ImageOf(t, testConfig, baseLayer(t), upper))
 	digest, _ := upper.Digest()
 	reg.setTamper(digest.String())
 	s, root := newStore(t, image.Options{})
@@ -216,7 +216,7 @@ func TestTamperedLayer(t *testing.T) {
 func TestReopen(t *testing.T) {
 	fixture.RequireRoot(t)
 	reg := newRegistry(t)
-	reg.push(t, "test/app:1", imageOf(t, testConfig, baseLayer(t), upperLayer(t)))
+	reg.push(t, "test/app:1", fixture.ImageOf(t, testConfig, baseLayer(t), upperLayer(t)))
 	root := t.TempDir()
 	s1, err := image.Open(root, image.Options{})
 	if err != nil {
@@ -287,8 +287,8 @@ func TestSharedLayers(t *testing.T) {
 	fixture.RequireRoot(t)
 	reg := newRegistry(t)
 	base := baseLayer(t)
-	reg.push(t, "test/a:1", imageOf(t, testConfig, base, upperLayer(t)))
-	reg.push(t, "test/b:1", imageOf(t, testConfig, base, layerOf(t, entry{name: "b", body: "b"})))
+	reg.push(t, "test/a:1", fixture.ImageOf(t, testConfig, base, upperLayer(t)))
+	reg.push(t, "test/b:1", fixture.ImageOf(t, testConfig, base, fixture.LayerOf(t, fixture.File{Name: "b", Body: "b"})))
 	reg.blobGets()
 	s, root := newStore(t, image.Options{})
 	a, b := reg.host+"/test/a:1", reg.host+"/test/b:1"

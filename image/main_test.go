@@ -1,10 +1,7 @@
 package image_test
 
 import (
-	"archive/tar"
 	"bufio"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -13,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -24,10 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 func TestMain(m *testing.M) { fixture.Main(m) }
@@ -143,85 +136,6 @@ func (r *testRegistry) pushIndex(t *testing.T, repoTag string, idx v1.ImageIndex
 	}
 }
 
-// entry is one tar entry of a test layer.
-type entry struct {
-	name     string
-	body     string
-	mode     int64
-	dir      bool
-	uid, gid int
-	xattrs   map[string]string
-}
-
-func layerOf(t *testing.T, entries ...entry) v1.Layer {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range entries {
-		h := &tar.Header{Name: e.name, Mode: e.mode, Uid: e.uid, Gid: e.gid, Typeflag: tar.TypeReg,
-			Size: int64(len(e.body)), ModTime: time.Unix(1700000000, 0), Format: tar.FormatPAX}
-		if h.Mode == 0 {
-			h.Mode = 0o644
-		}
-		if e.dir {
-			h.Typeflag, h.Size = tar.TypeDir, 0
-			if e.mode == 0 {
-				h.Mode = 0o755
-			}
-		}
-		for k, v := range e.xattrs {
-			if h.PAXRecords == nil {
-				h.PAXRecords = map[string]string{}
-			}
-			h.PAXRecords["SCHILY.xattr."+k] = v
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(e.body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// Compressed once, here: go-containerregistry takes a gzip stream as
-	// it is, where it would compress a plain tar again at every read.
-	var gz bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
-	if _, err := zw.Write(buf.Bytes()); err != nil || zw.Close() != nil {
-		t.Fatal("gzip", err)
-	}
-	b := gz.Bytes()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
-// imageOf stacks layers into an image for this machine's platform.
-func imageOf(t *testing.T, cfg v1.Config, layers ...v1.Layer) v1.Image {
-	t.Helper()
-	img, err := mutate.AppendLayers(empty.Image, layers...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture, cf.Config = "linux", goruntime.GOARCH, cfg
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
-}
-
-// baseLayer holds the test init, a file of uid 1000, a file with a user
-// xattr, a file the upper layer deletes and a dir it replaces.
 // It is built once: the same layer serves every test.
 func baseLayer(t *testing.T) v1.Layer {
 	t.Helper()
@@ -243,28 +157,28 @@ func makeBaseLayer(t *testing.T) v1.Layer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return layerOf(t,
-		entry{name: "testinit", body: string(init), mode: 0o755},
-		entry{name: "etc", dir: true},
-		entry{name: "etc/owned", body: "mine", uid: 1000, gid: 1000, mode: 0o640},
-		entry{name: "etc/xattr", body: "x", xattrs: map[string]string{"user.test": "kept"}},
-		entry{name: "etc/gone", body: "deleted above"},
-		entry{name: "data", dir: true},
-		entry{name: "data/old", body: "old"},
-		entry{name: "data/sub", dir: true},
-		entry{name: "data/sub/older", body: "older"},
+	return fixture.LayerOf(t,
+		fixture.File{Name: "testinit", Body: string(init), Mode: 0o755},
+		fixture.File{Name: "etc", Dir: true},
+		fixture.File{Name: "etc/owned", Body: "mine", UID: 1000, GID: 1000, Mode: 0o640},
+		fixture.File{Name: "etc/xattr", Body: "x", Xattrs: map[string]string{"user.test": "kept"}},
+		fixture.File{Name: "etc/gone", Body: "deleted above"},
+		fixture.File{Name: "data", Dir: true},
+		fixture.File{Name: "data/old", Body: "old"},
+		fixture.File{Name: "data/sub", Dir: true},
+		fixture.File{Name: "data/sub/older", Body: "older"},
 	)
 }
 
 // upperLayer deletes etc/gone (a whiteout) and replaces data/ (an opaque
 // whiteout plus new content).
 func upperLayer(t *testing.T) v1.Layer {
-	return layerOf(t,
-		entry{name: "etc", dir: true},
-		entry{name: "etc/.wh.gone"},
-		entry{name: "data", dir: true, mode: 0o750},
-		entry{name: "data/.wh..wh..opq"},
-		entry{name: "data/new", body: "new"},
+	return fixture.LayerOf(t,
+		fixture.File{Name: "etc", Dir: true},
+		fixture.File{Name: "etc/.wh.gone"},
+		fixture.File{Name: "data", Dir: true, Mode: 0o750},
+		fixture.File{Name: "data/.wh..wh..opq"},
+		fixture.File{Name: "data/new", Body: "new"},
 	)
 }
 

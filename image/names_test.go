@@ -19,7 +19,7 @@ import (
 func TestGet(t *testing.T) {
 	fixture.RequireRoot(t)
 	reg := newRegistry(t)
-	reg.push(t, "library/busybox:1.29", imageOf(t, testConfig, layerOf(t, entry{name: "one", body: "1"})))
+	reg.push(t, "library/busybox:1.29", fixture.ImageOf(t, testConfig, fixture.LayerOf(t, fixture.File{Name: "one", Body: "1"})))
 	s, _ := newStore(t, image.Options{Mirrors: map[string][]string{"docker.io": {"http://" + reg.host}}})
 	img, err := s.Pull(ctx(t), "busybox:1.29", nil)
 	if err != nil {
@@ -44,7 +44,7 @@ func TestGet(t *testing.T) {
 		}
 	}
 
-	reg.push(t, "library/busybox:1.29", imageOf(t, testConfig, layerOf(t, entry{name: "two", body: "2"})))
+	reg.push(t, "library/busybox:1.29", fixture.ImageOf(t, testConfig, fixture.LayerOf(t, fixture.File{Name: "two", Body: "2"})))
 	img2, err := s.Pull(ctx(t), "busybox:1.29", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestBadInput(t *testing.T) {
 func TestPrepareRootfsTwice(t *testing.T) {
 	fixture.RequireRoot(t)
 	reg := newRegistry(t)
-	reg.push(t, "test/app:1", imageOf(t, testConfig, layerOf(t, entry{name: "f", body: "f"})))
+	reg.push(t, "test/app:1", fixture.ImageOf(t, testConfig, fixture.LayerOf(t, fixture.File{Name: "f", Body: "f"})))
 	s, _ := newStore(t, image.Options{})
 	ref := reg.host + "/test/app:1"
 	if _, err := s.Pull(ctx(t), ref, nil); err != nil {
@@ -139,7 +139,7 @@ func TestPrepareRootfsTwice(t *testing.T) {
 func TestWrongPlatform(t *testing.T) {
 	fixture.RequireRoot(t)
 	reg := newRegistry(t)
-	img := imageOf(t, testConfig, layerOf(t, entry{name: "f", body: "f"}))
+	img := fixture.ImageOf(t, testConfig, fixture.LayerOf(t, fixture.File{Name: "f", Body: "f"}))
 	cf, _ := img.ConfigFile()
 	cf = cf.DeepCopy()
 	cf.Architecture = "not-this-one"
@@ -166,7 +166,7 @@ func withConfigFile(t *testing.T, img v1.Image, cf *v1.ConfigFile) v1.Image {
 func TestFsInfo(t *testing.T) {
 	fixture.RequireRoot(t)
 	reg := newRegistry(t)
-	reg.push(t, "test/app:1", imageOf(t, testConfig, baseLayer(t)))
+	reg.push(t, "test/app:1", fixture.ImageOf(t, testConfig, baseLayer(t)))
 	s, _ := newStore(t, image.Options{})
 	before, err := s.FsInfo()
 	if err != nil {
