@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path"
 	"path/filepath"
 
 	"github.com/evjournal/containerd/cri/imagesvc"
@@ -13,6 +14,8 @@ import (
 	"github.com/evjournal/containerd/supervisor"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -55,10 +58,45 @@ func newCRI(cfg config, sup *supervisor.Supervisor, log *logrus.Entry) (*criEndp
 	if err != nil {
 		return nil, fmt.Errorf("cri: listen %s: %w", cc.listen, err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(grpc.ChainUnaryInterceptor(logFailedCRI(log)), grpc.ChainStreamInterceptor(logFailedCRIStream(log)))
 	srv.Register(g)
 	runtimeapi.RegisterImageServiceServer(g, imagesvc.New(images))
 	return &criEndpoint{srv: srv, grpc: g, lis: lis, log: log}, nil
+}
+
+// logFailedCRI logs every CRI call the daemon answers with an error: at
+// debug level what kubelet asks routinely of things that are gone
+// (NotFound), at info level the rest, with the method and the code, so a
+// refused pod or container is explained in the daemon's log.
+func logFailedCRI(log *logrus.Entry) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		logCRIError(log, info.FullMethod, err)
+		return resp, err
+	}
+}
+
+func logFailedCRIStream(log *logrus.Entry) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		err := handler(srv, ss)
+		if ss.Context().Err() == nil {
+			logCRIError(log, info.FullMethod, err)
+		}
+		return err
+	}
+}
+
+func logCRIError(log *logrus.Entry, method string, err error) {
+	if err == nil {
+		return
+	}
+	code := status.Code(err)
+	l := log.WithFields(logrus.Fields{"method": path.Base(method), "code": code.String()}).WithError(err)
+	if code == codes.NotFound {
+		l.Debug("CRI call failed")
+		return
+	}
+	l.Info("CRI call failed")
 }
 
 // start follows the supervisor's events (after its restore) and serves.

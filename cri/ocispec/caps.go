@@ -32,18 +32,41 @@ var DefaultCaps = []string{
 	"CAP_SETGID", "CAP_SETPCAP", "CAP_SETUID", "CAP_SYS_CHROOT",
 }
 
-// kernelCaps are the capabilities this kernel knows (all of allCaps up to
-// /proc/sys/kernel/cap_last_cap): what "ALL" and privileged mean.
+// kernelCaps are what "ALL" and privileged mean: the capabilities this
+// kernel knows (allCaps up to /proc/sys/kernel/cap_last_cap) that this
+// process may hand on, its bounding set. A daemon run without some
+// capability (a container host that dropped CAP_SYS_RESOURCE, say) cannot
+// give it to a container: runc would fail the start.
 func kernelCaps() []string {
-	data, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	caps := slices.Clone(allCaps)
+	if data, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if last, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && last < len(allCaps) {
+			caps = caps[:last+1]
+		}
+	}
+	bnd, ok := boundingSet()
+	if !ok {
+		return caps
+	}
+	return slices.DeleteFunc(caps, func(c string) bool {
+		i := slices.Index(allCaps, c)
+		return i < 64 && bnd&(1<<i) == 0
+	})
+}
+
+// boundingSet reads CapBnd of /proc/self/status.
+func boundingSet() (uint64, bool) {
+	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return slices.Clone(allCaps)
+		return 0, false
 	}
-	last, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || last >= len(allCaps) {
-		return slices.Clone(allCaps)
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "CapBnd:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return n, err == nil
+		}
 	}
-	return slices.Clone(allCaps[:last+1])
+	return 0, false
 }
 
 // capName normalises a CRI capability name ("net_admin", "CAP_NET_ADMIN")

@@ -114,7 +114,7 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 		HostsPath: filepath.Join(sbDir, "hosts"), ResolvConfPath: filepath.Join(sbDir, "resolv.conf"), HostnamePath: filepath.Join(sbDir, "hostname"),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("container config: %w: %w", err, errdefs.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument) // ocispec names the field
 	}
 	if err := writeBundle(filepath.Join(dir, "bundle"), spec); err != nil {
 		return nil, err
@@ -184,6 +184,9 @@ func containerLabels(c *container) []string {
 // Stopping a container that does not run is not an error.
 func (s *Server) StopContainer(ctx context.Context, r *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
 	c, err := s.getContainer(r.GetContainerId())
+	if errdefs.IsNotFound(err) {
+		return &runtimeapi.StopContainerResponse{}, nil // CRI: stopping what is gone is success
+	}
 	if err != nil {
 		return nil, toStatus(err)
 	}

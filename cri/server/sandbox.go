@@ -136,7 +136,7 @@ func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodS
 		ResolvConfPath: files.resolvConf, HostnamePath: files.hostname, HostsPath: files.hosts, ShmPath: rec.Shm,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sandbox config: %w: %w", err, errdefs.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument) // ocispec names the field
 	}
 	spec.Mounts = append(spec.Mounts, specs.Mount{Destination: pauseInRootfs, Type: "bind", Source: s.cfg.Pause, Options: []string{"rbind", "ro"}})
 	if err := writeBundle(filepath.Join(dir, "bundle"), spec); err != nil {
@@ -287,6 +287,9 @@ func writeBundle(dir string, spec *specs.Spec) error {
 func (s *Server) StopPodSandbox(ctx context.Context, r *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
 	id := r.GetPodSandboxId()
 	sb, err := s.getSandbox(id)
+	if errdefs.IsNotFound(err) {
+		return &runtimeapi.StopPodSandboxResponse{}, nil // CRI: nothing left to stop is success
+	}
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -152,6 +152,12 @@ func (s *Server) Status(ctx context.Context, r *runtimeapi.StatusRequest) (*runt
 	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, netReady}}}, nil
 }
 
+// RuntimeConfig tells kubelet (and critest) the cgroup driver: cgroupfs,
+// the one runc is driven with here (a systemd *.slice parent is refused).
+func (s *Server) RuntimeConfig(context.Context, *runtimeapi.RuntimeConfigRequest) (*runtimeapi.RuntimeConfigResponse, error) {
+	return &runtimeapi.RuntimeConfigResponse{Linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_CGROUPFS}}, nil
+}
+
 // newID is a CRI object id: 64 hex digits, as kubelet is used to.
 func newID() string {
 	var b [32]byte

@@ -188,6 +188,10 @@ func TestCRIPod(t *testing.T) {
 	if err != nil || ver.RuntimeApiVersion != "v1" || ver.RuntimeName == "" {
 		t.Fatalf("Version: %v %v", ver, err)
 	}
+	rc, err := e.rt.RuntimeConfig(ctx, &runtimeapi.RuntimeConfigRequest{})
+	if err != nil || rc.GetLinux().GetCgroupDriver() != runtimeapi.CgroupDriver_CGROUPFS {
+		t.Fatalf("RuntimeConfig: %v %v, want the cgroupfs driver", rc, err)
+	}
 	st, err := e.rt.Status(ctx, &runtimeapi.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -601,6 +605,16 @@ func TestCRIBadInput(t *testing.T) {
 	}
 	if _, err := e.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: "0123456789abcdef"}); err != nil {
 		t.Errorf("RemoveContainer of an unknown id: %v (removal is idempotent)", err)
+	}
+	if _, err := e.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: "0123456789abcdef"}); err != nil {
+		t.Errorf("StopContainer of an unknown id: %v (the CRI asks for success)", err)
+	}
+	if _, err := e.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: "0123456789abcdef"}); err != nil {
+		t.Errorf("StopPodSandbox of an unknown id: %v (the CRI asks for success)", err)
+	}
+	// The refusals are explained in the daemon's log.
+	if lines := e.d.Log.Lines("CRI call failed"); len(lines) == 0 || !strings.Contains(strings.Join(lines, "\n"), "method=CreateContainer") {
+		t.Errorf("the daemon's log has no line for the refused CreateContainer calls: %q", lines)
 	}
 
 	// Nothing of the refused creates is left: no container, no rootfs.
