@@ -123,6 +123,14 @@ bench: build
 reliability: build
 	$(GO) run ./bench/cmd/reliability -fuzztime 20s
 
+# A real kubelet (built from the module proxy into bin/kubelet, about 4 min
+# the first time) runs a static pod on the daemon through --cri-listen:
+# container restarts, daemon and kubelet SIGKILLs, pod removal (root; about
+# 5 minutes; not part of `make test`). See docs/kubelet-e2e.md.
+.PHONY: kubelet-e2e
+kubelet-e2e: build
+	GO=$(GO) ./integration/kubelet/run.sh
+
 # The CRI conformance suite of cri-tools (critest) against the daemon's
 # --cri-listen, offline: builds critest from a cri-tools checkout (v1.34.0,
 # with its vendor/), serves the images it pulls, rebuilt from Debian
