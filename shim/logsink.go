@@ -31,10 +31,17 @@ func newLogSink(f *crilog.File, stream string, log *logger) *logSink {
 	return &logSink{w: f.Stream(stream, crilog.DefaultMaxLine), log: log}
 }
 
-// Write never fails: see logSink.
+// Write never fails: see logSink. A read that ends mid-line (a prompt,
+// `echo -n`, a process that pauses between the parts of a line) is written
+// at once as a P record rather than held until its newline: whoever follows
+// the log (an attached client, `kubectl logs -f`) sees the output when the
+// process wrote it.
 func (k *logSink) Write(p []byte) (int, error) {
 	_, err := k.w.Write(p)
 	k.note(err)
+	if len(p) > 0 && p[len(p)-1] != '\n' {
+		k.note(k.w.Flush())
+	}
 	return len(p), nil
 }
 

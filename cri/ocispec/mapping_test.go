@@ -319,6 +319,8 @@ func TestDevices(t *testing.T) {
 }
 
 func TestResources(t *testing.T) {
+	defer func(f func() bool) { hugetlbAvailable = f }(hugetlbAvailable)
+	hugetlbAvailable = func() bool { return true }
 	r, err := linuxResources(&runtime.LinuxContainerResources{
 		CpuPeriod: 100000, CpuQuota: 50000, CpuShares: 512, CpusetCpus: "0", CpusetMems: "0",
 		MemoryLimitInBytes: 1 << 20, MemorySwapLimitInBytes: 2 << 20,
@@ -334,8 +336,16 @@ func TestResources(t *testing.T) {
 	if *r.Memory.Limit != 1<<20 || *r.Memory.Swap != 2<<20 {
 		t.Errorf("memory %+v", r.Memory)
 	}
-	if r.HugepageLimits[0].Pagesize != "2MB" || r.Unified["memory.high"] != "1000000" {
+	if len(r.HugepageLimits) != 1 || r.HugepageLimits[0].Pagesize != "2MB" || r.Unified["memory.high"] != "1000000" {
 		t.Errorf("hugepages %+v unified %v", r.HugepageLimits, r.Unified)
+	}
+	// Where runc has no hugetlb controller the limits (kubelet sends 0 for
+	// every page size) are dropped, not failing every start.
+	hugetlbAvailable = func() bool { return false }
+	noHuge, err := linuxResources(&runtime.LinuxContainerResources{HugepageLimits: []*runtime.HugepageLimit{{PageSize: "2MB"}, {PageSize: "1GB"}}})
+	hugetlbAvailable = func() bool { return true }
+	if err != nil || len(noHuge.HugepageLimits) != 0 {
+		t.Errorf("hugepage limits without a hugetlb controller: %+v %v", noHuge.HugepageLimits, err)
 	}
 	empty, _ := linuxResources(&runtime.LinuxContainerResources{})
 	if empty.CPU != nil || empty.Memory != nil {

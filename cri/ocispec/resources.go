@@ -3,6 +3,7 @@ package ocispec
 import (
 	"fmt"
 	"maps"
+	"os"
 	"path"
 	"regexp"
 	"slices"
@@ -66,6 +67,9 @@ func linuxResources(r *runtime.LinuxContainerResources) (*specs.LinuxResources, 
 		if !hugepageSize.MatchString(h.GetPageSize()) {
 			return nil, fieldErrorf(containerScope, fmt.Sprintf("resources.hugepage_limits[%d]", i),
 				"page size %q is not like 2MB or 1GB", h.GetPageSize())
+		}
+		if !hugetlbAvailable() {
+			continue // checked, then dropped: see hugetlbController
 		}
 		out.HugepageLimits = append(out.HugepageLimits, specs.LinuxHugepageLimit{Pagesize: h.GetPageSize(), Limit: h.GetLimit()})
 	}
@@ -146,4 +150,21 @@ func sysctls(scope string, in map[string]string, hostNet, hostIPC bool) (map[str
 		out[n] = in[name]
 	}
 	return out, nil
+}
+
+// hugetlbController says whether runc can set hugetlb limits here: a cgroup
+// v1 hugetlb hierarchy is mounted, or the unified hierarchy at
+// /sys/fs/cgroup offers the controller. kubelet sends a limit (0) for every
+// page size the kernel has, with every container; where runc cannot apply
+// them (a hybrid host whose hugetlb controller sits on the v2 side) the
+// limits are dropped rather than every container failing to start, as
+// containerd's tolerate_missing_hugetlb_controller does.
+var hugetlbAvailable = hugetlbController // tests replace it
+
+func hugetlbController() bool {
+	if fi, err := os.Stat("/sys/fs/cgroup/hugetlb"); err == nil && fi.IsDir() {
+		return true
+	}
+	data, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
+	return err == nil && slices.Contains(strings.Fields(string(data)), "hugetlb")
 }

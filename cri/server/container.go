@@ -16,6 +16,7 @@ import (
 	"github.com/evjournal/containerd/cri/ocispec"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor"
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -144,11 +145,9 @@ func (s *Server) StartContainer(ctx context.Context, r *runtimeapi.StartContaine
 	if rec.State != stateCreated {
 		return nil, toStatus(fmt.Errorf("container %s is %s, not created: %w", rec.ID, rec.State, errdefs.ErrFailedPrecondition))
 	}
-	stdio := runtime.Stdio{LogPath: rec.LogPath}
-	if rec.LogPath != "" {
-		if err := os.MkdirAll(filepath.Dir(rec.LogPath), 0o755); err != nil {
-			return nil, toStatus(fmt.Errorf("container %s: log dir: %w", rec.ID, err))
-		}
+	stdio, err := s.containerStdio(c)
+	if err != nil {
+		return nil, toStatus(err)
 	}
 	info, err := s.sup.CreateContainer(ctx, supervisor.CreateRequest{
 		ID: rec.ID, Bundle: filepath.Join(s.containerDir(rec.ID), "bundle"), Stdio: stdio, Labels: containerLabels(c),
@@ -173,6 +172,33 @@ func (s *Server) StartContainer(ctx context.Context, r *runtimeapi.StartContaine
 	}
 	s.broadcastContainer(c, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 	return &runtimeapi.StartContainerResponse{}, nil
+}
+
+// containerStdio is a started container's stdio: its output to its CRI log
+// (kubelet's LogPath, else a private one in the container's dir, so that
+// Attach always has the output to follow), and with config.stdin a FIFO in
+// the container's dir that Attach writes to.
+func (s *Server) containerStdio(c *container) (runtime.Stdio, error) {
+	dir := s.containerDir(c.rec.ID)
+	stdio := runtime.Stdio{LogPath: s.outputLog(c)}
+	if err := os.MkdirAll(filepath.Dir(stdio.LogPath), 0o755); err != nil {
+		return stdio, fmt.Errorf("container %s: log dir: %w", c.rec.ID, err)
+	}
+	if c.cfg.GetStdin() {
+		stdio.Stdin = filepath.Join(dir, "stdin")
+		if err := unix.Mkfifo(stdio.Stdin, 0o600); err != nil && !errors.Is(err, os.ErrExist) {
+			return stdio, fmt.Errorf("container %s: stdin fifo: %w", c.rec.ID, err)
+		}
+	}
+	return stdio, nil
+}
+
+// outputLog is where a container's output goes.
+func (s *Server) outputLog(c *container) string {
+	if c.rec.LogPath != "" {
+		return c.rec.LogPath
+	}
+	return filepath.Join(s.containerDir(c.rec.ID), "output.log")
 }
 
 func containerLabels(c *container) []string {

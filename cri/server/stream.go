@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,8 +10,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/cri/crilog"
 	"github.com/evjournal/containerd/cri/streaming"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor"
@@ -31,7 +34,18 @@ func (s *Server) Exec(ctx context.Context, r *runtimeapi.ExecRequest) (*runtimea
 }
 
 func (s *Server) Attach(ctx context.Context, r *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	return nil, toStatus(fmt.Errorf("attach: a container's output goes to its CRI log file; attaching to it is not supported yet: %w", errdefs.ErrNotImplemented))
+	if err := s.checkRunning(r.GetContainerId()); err != nil {
+		return nil, toStatus(err)
+	}
+	c, err := s.getContainer(r.GetContainerId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if r.GetStdin() && !c.cfg.GetStdin() {
+		return nil, toStatus(fmt.Errorf("attach: container %s was created without stdin: %w", c.rec.ID, errdefs.ErrInvalidArgument))
+	}
+	resp, err := s.stream.GetAttach(r)
+	return resp, toStatus(err)
 }
 
 func (s *Server) PortForward(ctx context.Context, r *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
@@ -153,8 +167,127 @@ func (rt streamRuntime) Exec(ctx context.Context, id string, cmd []string, stdin
 	return int(exit.status), nil
 }
 
+// Attach connects a client to a running container's init: what it writes
+// goes to the container's stdin FIFO (its end, with stdin_once, closes the
+// container's stdin), and the container's output is followed from its CRI
+// log as it grows, from the moment of the attach, until the container exits
+// or the client goes.
 func (rt streamRuntime) Attach(ctx context.Context, id string, stdin io.Reader, stdout, stderr io.WriteCloser, tty bool, resize <-chan streaming.TermSize) error {
-	return fmt.Errorf("attach is not supported yet: %w", errdefs.ErrNotImplemented)
+	s := rt.s
+	c, err := s.getContainer(id)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	id, running := c.rec.ID, c.rec.State == stateRunning
+	var w chan exitInfo
+	if running {
+		w = s.waitLocked(id, "init")
+	}
+	s.mu.Unlock()
+	if !running {
+		return fmt.Errorf("container %s is not running: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	defer s.unwait(id, "init", w)
+	log, err := os.Open(s.outputLog(c))
+	if err != nil {
+		return fmt.Errorf("container %s: attach: %w", id, err)
+	}
+	defer log.Close()
+	if _, err := log.Seek(0, io.SeekEnd); err != nil {
+		return err
+	}
+	if stdin != nil {
+		fifo, err := os.OpenFile(filepath.Join(s.containerDir(id), "stdin"), os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return fmt.Errorf("container %s: attach stdin: %w", id, err)
+		}
+		syscall.SetNonblock(int(fifo.Fd()), false)
+		once := c.cfg.GetStdinOnce()
+		go func() {
+			io.Copy(fifo, stdin)
+			fifo.Close()
+			if once {
+				s.sup.UpdateProcess(context.WithoutCancel(ctx), supervisor.ProcessUpdate{ID: id, Pid: "init", CloseStdin: true})
+			}
+		}()
+	}
+	if resize != nil {
+		go func() {
+			for sz := range resize {
+				s.sup.UpdateProcess(ctx, supervisor.ProcessUpdate{ID: id, Pid: "init", Width: uint32(sz.Width), Height: uint32(sz.Height)})
+			}
+		}()
+	}
+	f := &logFollower{r: log, stdout: stdout, stderr: stderr}
+	tick := time.NewTicker(followEvery)
+	defer tick.Stop()
+	for {
+		if err := f.copyNew(); err != nil {
+			return err
+		}
+		select {
+		case <-w:
+			// The shim writes the last output before it exits, within its
+			// drain bound; what is in the file now is the output.
+			return f.copyNew()
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// followEvery is how often an attached client's log is read for new output.
+const followEvery = 50 * time.Millisecond
+
+// logFollower copies the records appended to a CRI log to the attached
+// client's streams, the line's newline back on full records.
+type logFollower struct {
+	r              io.Reader
+	stdout, stderr io.Writer
+	rest           []byte // an incomplete record at the end of the file so far
+	buf            [32 << 10]byte
+}
+
+func (f *logFollower) copyNew() error {
+	for {
+		n, err := f.r.Read(f.buf[:])
+		f.rest = append(f.rest, f.buf[:n]...)
+		for {
+			i := bytes.IndexByte(f.rest, '\n')
+			if i < 0 {
+				break
+			}
+			if err := f.emit(f.rest[:i]); err != nil {
+				return err
+			}
+			f.rest = f.rest[i+1:]
+		}
+		if n == 0 || err != nil {
+			return nil
+		}
+	}
+}
+
+func (f *logFollower) emit(line []byte) error {
+	rec, err := crilog.ParseRecord(line)
+	if err != nil {
+		return nil // not a record (a rotated file's tail): skipped
+	}
+	w := f.stdout
+	if rec.Stream == crilog.Stderr && f.stderr != nil {
+		w = f.stderr
+	}
+	if w == nil {
+		return nil
+	}
+	out := rec.Content
+	if !rec.Partial {
+		out = append(out, '\n')
+	}
+	_, err = w.Write(out)
+	return err
 }
 
 // PortForward connects the stream to the port on the pod's loopback: in its

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -275,7 +276,9 @@ func TestCRIPod(t *testing.T) {
 		Args:     []string{"dial", "127.0.0.1:8080", "--", "sleep", "forever"},
 		LogPath:  "c2.log",
 		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
-			Seccomp: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}}},
+			Seccomp: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}},
+			// As kubelet sends them: a limit for each page size the kernel has.
+			Resources: &runtimeapi.LinuxContainerResources{HugepageLimits: kubeletHugepageLimits(t)}},
 	}
 	cr2, err := e.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: cfg2, SandboxConfig: podCfg})
 	if err != nil {
@@ -628,4 +631,28 @@ func TestCRIBadInput(t *testing.T) {
 	removePod(t, e, run.PodSandboxId)
 	_, err = e.rt.CreateContainer(ctx, cfg("late", ref))
 	wantCRICode(t, "a container in a removed pod", err, codes.NotFound)
+}
+
+// kubeletHugepageLimits are the limits kubelet puts in every container's
+// resources: 0 for each page size under /sys/kernel/mm/hugepages.
+func kubeletHugepageLimits(t *testing.T) []*runtimeapi.HugepageLimit {
+	entries, _ := os.ReadDir("/sys/kernel/mm/hugepages")
+	var out []*runtimeapi.HugepageLimit
+	for _, e := range entries {
+		kb, ok := strings.CutPrefix(e.Name(), "hugepages-")
+		kb, ok2 := strings.CutSuffix(kb, "kB")
+		n, err := strconv.Atoi(kb)
+		if !ok || !ok2 || err != nil {
+			continue
+		}
+		size := fmt.Sprintf("%dKB", n)
+		switch {
+		case n%(1<<20) == 0:
+			size = fmt.Sprintf("%dGB", n>>20)
+		case n%(1<<10) == 0:
+			size = fmt.Sprintf("%dMB", n>>10)
+		}
+		out = append(out, &runtimeapi.HugepageLimit{PageSize: size, Limit: 0})
+	}
+	return out
 }

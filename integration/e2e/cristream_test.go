@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"k8s.io/client-go/rest"
@@ -74,6 +76,53 @@ func TestCRIStreaming(t *testing.T) {
 	_, err = e.rt.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: "0123456789abcdef", Stdout: true, Cmd: []string{"x"}})
 	wantCRICode(t, "Exec in an unknown container", err, codes.NotFound)
 
+	// Attach to a container created with stdin (stdin_once): what the
+	// client writes reaches its init, its output comes back, and the end of
+	// the client's stdin ends the container's.
+	ca, err := e.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: run.PodSandboxId, SandboxConfig: podCfg,
+		Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "cat"}, Image: &runtimeapi.ImageSpec{Image: ref},
+			Args: []string{"cat"}, Stdin: true, StdinOnce: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: ca.ContainerId}); err != nil {
+		t.Fatal(err)
+	}
+	ar, err := e.rt.Attach(ctx, &runtimeapi.AttachRequest{ContainerId: ca.ContainerId, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	au, err := url.Parse(ar.Url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aexe, err := remotecommand.NewSPDYExecutor(&rest.Config{}, "POST", au)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The client writes, waits for the echo while its stdin stays open
+	// (as kubectl attach does), then ends its stdin.
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	stdinR, stdinW := io.Pipe()
+	streamDone := make(chan error, 1)
+	go func() {
+		streamDone <- aexe.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdinR, Stdout: out, Stderr: errOut})
+	}()
+	if _, err := io.WriteString(stdinW, "hello attach\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the attached container's echo", func() bool { return out.String() == "hello attach\n" })
+	stdinW.Close()
+	if err := <-streamDone; err != nil {
+		t.Fatalf("attach stream: %v", err)
+	}
+	if out.String() != "hello attach\n" || errOut.String() != "" {
+		t.Fatalf("attach: stdout %q stderr %q, want the echo of stdin", out.String(), errOut.String())
+	}
+	if cs := wantState(t, e, ca.ContainerId, runtimeapi.ContainerState_CONTAINER_EXITED); cs.ExitCode != 0 {
+		t.Fatalf("the attached cat exited %d after its stdin ended, want 0", cs.ExitCode)
+	}
+
 	pf, err := e.rt.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: run.PodSandboxId, Port: []int32{8080}})
 	if err != nil {
 		t.Fatalf("PortForward: %v", err)
@@ -117,4 +166,34 @@ func TestCRIStreaming(t *testing.T) {
 	cancel()
 	<-forwarding
 	removePod(t, e, run.PodSandboxId)
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitUntil polls cond (output arriving has no event to await) within eventWait.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(eventWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, eventWait)
+		}
+		time.Sleep(pollEvery)
+	}
 }
