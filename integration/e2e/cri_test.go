@@ -359,6 +359,24 @@ func TestCRIPod(t *testing.T) {
 		t.Fatalf("the rotated log holds %d records, want the 2 from before", len(old))
 	}
 
+	// A container that ignores SIGTERM is killed when the timeout is up.
+	c3, err := e.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: podCfg,
+		Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "stubborn"}, Image: &runtimeapi.ImageSpec{Image: ref},
+			Args: []string{"ignore", "TERM", "--", "sleep", "forever"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: c3.ContainerId}); err != nil {
+		t.Fatal(err)
+	}
+	killStart := time.Now()
+	if _, err := e.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: c3.ContainerId, Timeout: 1}); err != nil {
+		t.Fatalf("StopContainer of a container ignoring SIGTERM: %v", err)
+	}
+	if cs := wantState(t, e, c3.ContainerId, runtimeapi.ContainerState_CONTAINER_EXITED); cs.ExitCode != 137 || time.Since(killStart) < time.Second {
+		t.Fatalf("a container ignoring SIGTERM: exit %d after %v, want 137 (SIGKILL) after the 1 s timeout", cs.ExitCode, time.Since(killStart))
+	}
+
 	start := time.Now()
 	if _, err := e.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: cid, Timeout: 10}); err != nil {
 		t.Fatalf("StopContainer: %v", err)
@@ -383,8 +401,8 @@ func TestCRIPod(t *testing.T) {
 	}
 	for i, want := range wantEvents {
 		ev, err := events.Recv()
-		for err == nil && ev.ContainerId == cr2.ContainerId {
-			ev, err = events.Recv() // c2's, checked by its own status
+		for err == nil && (ev.ContainerId == cr2.ContainerId || ev.ContainerId == c3.ContainerId) {
+			ev, err = events.Recv() // c2's and c3's, checked by their own status
 		}
 		if err != nil {
 			t.Fatalf("event %d: %v", i, err)
