@@ -352,8 +352,16 @@ func (s *Server) broadcastSandbox(sb *sandbox, t runtimeapi.ContainerEventType) 
 		CreatedAt: time.Now().UnixNano(), PodSandboxStatus: sandboxStatus(sb)})
 }
 
-// broadcastLocked queues ev on every stream; a full one is closed.
+// broadcastLocked queues ev on every stream; a full one is closed. With no
+// stream open, ev waits in the backlog for the next one.
 func (s *Server) broadcastLocked(ev *runtimeapi.ContainerEventResponse) {
+	if len(s.feeds) == 0 {
+		if len(s.backlog) == feedBuffer {
+			s.backlog = s.backlog[1:]
+		}
+		s.backlog = append(s.backlog, ev)
+		return
+	}
 	for ch := range s.feeds {
 		select {
 		case ch <- ev:
@@ -365,10 +373,17 @@ func (s *Server) broadcastLocked(ev *runtimeapi.ContainerEventResponse) {
 }
 
 // GetContainerEvents streams container and pod lifecycle events as they
-// happen (CREATED, STARTED, STOPPED, DELETED).
+// happen (CREATED, STARTED, STOPPED, DELETED). A stream opened when none
+// was begins with what happened while none was open: after a restart, the
+// STOPPED events of the exits that happened while the daemon was down,
+// once (kubelet keeps one stream open).
 func (s *Server) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream runtimeapi.RuntimeService_GetContainerEventsServer) error {
 	ch := make(chan *runtimeapi.ContainerEventResponse, feedBuffer)
 	s.mu.Lock()
+	for _, ev := range s.backlog {
+		ch <- ev
+	}
+	s.backlog = nil
 	s.feeds[ch] = struct{}{}
 	s.mu.Unlock()
 	defer func() {

@@ -63,6 +63,10 @@ type Server struct {
 	waiters map[string][]chan exitInfo
 	// feeds are the GetContainerEvents streams.
 	feeds map[chan *runtimeapi.ContainerEventResponse]struct{}
+	// backlog holds the events made while no stream was open (at start:
+	// the exits that happened while the daemon was down), the newest
+	// feedBuffer of them, for the next stream.
+	backlog []*runtimeapi.ContainerEventResponse
 
 	stream *streaming.Server
 

@@ -362,13 +362,15 @@ func TestCRIPod(t *testing.T) {
 	// A container that ignores SIGTERM is killed when the timeout is up.
 	c3, err := e.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: podCfg,
 		Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "stubborn"}, Image: &runtimeapi.ImageSpec{Image: ref},
-			Args: []string{"ignore", "TERM", "--", "sleep", "forever"}}})
+			Args: []string{"ignore", "TERM", "--", "echo", "ignoring", "--", "sleep", "forever"}, LogPath: "c3.log"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: c3.ContainerId}); err != nil {
 		t.Fatal(err)
 	}
+	// SIGTERM only once the handler is in place (its "ignoring" is logged).
+	waitLog(t, filepath.Join(podCfg.LogDirectory, "c3.log"), func(recs []crilog.Record) bool { return len(recs) >= 1 })
 	killStart := time.Now()
 	if _, err := e.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: c3.ContainerId, Timeout: 1}); err != nil {
 		t.Fatalf("StopContainer of a container ignoring SIGTERM: %v", err)
@@ -534,6 +536,17 @@ func TestCRIRestart(t *testing.T) {
 	if cs.ExitCode != 137 || cs.FinishedAt == 0 {
 		t.Fatalf("container killed while the daemon was down: exit %d finished %d, want 137", cs.ExitCode, cs.FinishedAt)
 	}
+	// The first event stream after the restart starts with that exit, once:
+	// the next event is the stop of the other container, a barrier.
+	events, err := e.rt.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := events.Recv()
+	if err != nil || ev.ContainerId != dies || ev.ContainerEventType != runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT ||
+		len(ev.ContainersStatuses) != 1 || ev.ContainersStatuses[0].ExitCode != 137 {
+		t.Fatalf("first event after the restart: %v %v, want the STOPPED (137) of %s", ev, err, dies)
+	}
 	wantState(t, e, lives, runtimeapi.ContainerState_CONTAINER_RUNNING)
 	ex, err := e.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: lives, Cmd: []string{"/testinit", "echo", "still here"}})
 	if err != nil || string(ex.Stdout) != "still here\n" {
@@ -541,6 +554,12 @@ func TestCRIRestart(t *testing.T) {
 	}
 	_, err = e.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: dies, Cmd: []string{"/testinit", "echo", "x"}})
 	wantCRICode(t, "ExecSync in an exited container", err, codes.FailedPrecondition)
+	if _, err := e.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: lives, Timeout: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := events.Recv(); err != nil || ev.ContainerId != lives || ev.ContainerEventType != runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT {
+		t.Fatalf("event after the stop of %s: %v %v (the exit of %s must come once)", lives, ev, err, dies)
+	}
 
 	e.d.Stop()
 	restart(t, e.d)
