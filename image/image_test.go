@@ -82,7 +82,7 @@ func TestPullPrepareRootfs(t *testing.T) {
 	if err := s.RemoveRootfs("c1"); err != nil {
 		t.Fatalf("RemoveRootfs again: %v, want nil (idempotent)", err)
 	}
-	if m := mountsUnder(t, root); len(m) > 0 {
+	if m := fixture.MountsUnder(t, root); len(m) > 0 {
 		t.Fatalf("mounts after RemoveRootfs: %v", m)
 	}
 	if err := s.Remove(ref); err != nil {
@@ -264,7 +264,7 @@ func TestReopen(t *testing.T) {
 	if p, err := s3.MountRootfs("c1"); err != nil || p != rootfs {
 		t.Fatalf("MountRootfs of a mounted rootfs = %s, %v", p, err)
 	}
-	if n := len(mountsUnder(t, root)); n != 1 {
+	if n := len(fixture.MountsUnder(t, root)); n != 1 {
 		t.Fatalf("%d mounts after two MountRootfs, want 1", n)
 	}
 	checkRootfs(t, rootfs)
@@ -275,7 +275,7 @@ func TestReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantEmptyStore(t, s3, root)
-	if m := mountsUnder(t, root); len(m) > 0 {
+	if m := fixture.MountsUnder(t, root); len(m) > 0 {
 		t.Fatalf("mounts left: %v", m)
 	}
 }

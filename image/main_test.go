@@ -1,7 +1,6 @@
 package image_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -202,30 +201,11 @@ func newStore(t *testing.T, opts image.Options) (*image.Store, string) {
 				t.Errorf("cleanup: %v", err)
 			}
 		}
-		if m := mountsUnder(t, root); len(m) > 0 {
+		if m := fixture.MountsUnder(t, root); len(m) > 0 {
 			t.Errorf("mounts left under %s: %v", root, m)
 		}
 	})
 	return s, root
-}
-
-// mountsUnder lists the mountpoints under dir in /proc/self/mountinfo.
-func mountsUnder(t *testing.T, dir string) []string {
-	t.Helper()
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
-			out = append(out, fields[4])
-		}
-	}
-	return out
 }
 
 // entries lists a dir's names; a missing dir has none.

@@ -1,7 +1,6 @@
 package imagesvc_test
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net"
@@ -99,7 +98,7 @@ func (e *env) cleanStore(t *testing.T) {
 			t.Errorf("cleanup: %v", err)
 		}
 	}
-	if m := mountsUnder(t, e.root); len(m) > 0 {
+	if m := fixture.MountsUnder(t, e.root); len(m) > 0 {
 		t.Errorf("mounts left under %s: %v", e.root, m)
 	}
 }
@@ -147,23 +146,4 @@ func wantCode(t *testing.T, what string, err error, c codes.Code, parts ...strin
 			t.Errorf("%s: %q, want it to name %q", what, st.Message(), p)
 		}
 	}
-}
-
-// mountsUnder lists the mountpoints under dir in /proc/self/mountinfo.
-func mountsUnder(t *testing.T, dir string) []string {
-	t.Helper()
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
-			out = append(out, fields[4])
-		}
-	}
-	return out
 }

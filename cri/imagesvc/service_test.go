@@ -345,7 +345,7 @@ func TestImageFsInfo(t *testing.T) {
 	if !(mp == "/" || e.root == mp || strings.HasPrefix(e.root, mp+"/")) || !sameDevice(t, mp, e.root) {
 		t.Errorf("mountpoint %q: not on the filesystem of the store at %s", mp, e.root)
 	}
-	if mounts := mountsUnder(t, mp); mp != "/" && slices.ContainsFunc(mounts, func(m string) bool { return strings.HasPrefix(e.root+"/", m+"/") }) {
+	if mounts := fixture.MountsUnder(t, mp); mp != "/" && slices.ContainsFunc(mounts, func(m string) bool { return strings.HasPrefix(e.root+"/", m+"/") }) {
 		t.Errorf("mountpoint %q is not the deepest one holding %s (mounts %v)", mp, e.root, mounts)
 	}
 }

@@ -121,17 +121,7 @@ func unmountUnder(t *testing.T, dir string) {
 	if dir == "" {
 		return
 	}
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	var points []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			points = append(points, f[4])
-		}
-	}
+	points := fixture.MountsUnder(t, dir)
 	sort.Sort(sort.Reverse(sort.StringSlice(points)))
 	for _, p := range points {
 		unix.Unmount(p, unix.MNT_DETACH)
