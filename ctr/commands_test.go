@@ -97,6 +97,9 @@ func writeOutput(t *testing.T, text string) func(string) {
 func TestStartAttached(t *testing.T) {
 	api := newFakeAPI()
 	api.onCreate = writeOutput(t, "hello\n")
+	// The process exits only once its stdin is closed: ctr must close it on
+	// its local stdin's EOF (here at once) or the exit never comes.
+	api.readsStdin = true
 	api.events = []*types.Event{
 		{Type: "exit", Id: "c1", Pid: "init", Status: 1, Timestamp: ts(1)}, // an earlier incarnation
 		{Type: "start-container", Id: "c1", Timestamp: ts(2), Seq: 2},
@@ -119,11 +122,12 @@ func TestStartAttached(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("fifo dir %s not removed", dir)
 	}
-	// Local stdin was empty: the process's stdin is closed.
-	api.waitFor(t, func() bool {
-		up, _ := api.last(&types.UpdateProcessRequest{}).(*types.UpdateProcessRequest)
-		return up != nil && up.GetCloseStdin() && up.GetPid() == "init"
-	})
+	// Local stdin was empty: the process's stdin was closed (before its
+	// exit could come).
+	up, _ := api.last(&types.UpdateProcessRequest{}).(*types.UpdateProcessRequest)
+	if up == nil || !up.GetCloseStdin() || up.GetPid() != "init" {
+		t.Fatalf("close-stdin request: %v", up)
+	}
 }
 
 func TestExecAttached(t *testing.T) {

@@ -36,10 +36,15 @@ type fakeAPI struct {
 	created chan struct{}
 	// storedOnly streams end after the events.
 	stopped chan struct{}
+	// readsStdin makes the process one that reads its stdin to the end
+	// before it exits (cat): the events are sent only once an
+	// UpdateProcess has closed its stdin.
+	readsStdin  bool
+	stdinClosed chan struct{}
 }
 
 func newFakeAPI() *fakeAPI {
-	return &fakeAPI{created: make(chan struct{}), stopped: make(chan struct{}), recorded: make(chan struct{})}
+	return &fakeAPI{created: make(chan struct{}), stopped: make(chan struct{}), recorded: make(chan struct{}), stdinClosed: make(chan struct{})}
 }
 
 func (f *fakeAPI) record(m proto.Message) {
@@ -117,6 +122,15 @@ func (f *fakeAPI) UpdateContainer(_ context.Context, r *types.UpdateContainerReq
 
 func (f *fakeAPI) UpdateProcess(_ context.Context, r *types.UpdateProcessRequest) (*types.UpdateProcessResponse, error) {
 	f.record(r)
+	if r.GetCloseStdin() {
+		f.mu.Lock()
+		select {
+		case <-f.stdinClosed:
+		default:
+			close(f.stdinClosed)
+		}
+		f.mu.Unlock()
+	}
 	return &types.UpdateProcessResponse{}, nil
 }
 
@@ -155,6 +169,13 @@ func (f *fakeAPI) Events(r *types.EventsRequest, s types.API_EventsServer) error
 			return nil
 		case <-f.stopped:
 			return nil
+		}
+		if f.readsStdin {
+			select {
+			case <-f.stdinClosed:
+			case <-s.Context().Done():
+				return nil
+			}
 		}
 	}
 	for _, ev := range f.events {
