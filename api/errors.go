@@ -76,7 +76,7 @@ func Code(err error) codes.Code {
 	if err == nil {
 		return codes.OK
 	}
-	if c, ok := classCodes[errdefs.Resolve(err)]; ok {
+	if c, ok := ClassCode(err); ok {
 		return c
 	}
 	for _, f := range fsCodes {
@@ -100,4 +100,12 @@ type grpcStatuser interface{ GRPCStatus() *status.Status }
 func validStatus(se grpcStatuser) bool {
 	s := se.GRPCStatus()
 	return s != nil && s.Code() != codes.OK
+}
+
+// ClassCode is the gRPC code of err's errdefs class (the outermost one,
+// errdefs.Resolve; context errors included), when it has one: the mapping
+// every gRPC edge of the daemon (0.2 API, CRI) shares.
+func ClassCode(err error) (codes.Code, bool) {
+	c, ok := classCodes[errdefs.Resolve(err)]
+	return c, ok
 }

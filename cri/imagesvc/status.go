@@ -4,32 +4,10 @@ import (
 	"context"
 	"errors"
 
-	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/api"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-// classCodes maps the errdefs classes (errdefs.Resolve) to the gRPC codes a
-// CRI client sees, as api.ToGRPC does for the 0.2 API.
-var classCodes = map[error]codes.Code{
-	errdefs.ErrInvalidArgument:    codes.InvalidArgument,
-	errdefs.ErrNotFound:           codes.NotFound,
-	errdefs.ErrAlreadyExists:      codes.AlreadyExists,
-	errdefs.ErrPermissionDenied:   codes.PermissionDenied,
-	errdefs.ErrResourceExhausted:  codes.ResourceExhausted,
-	errdefs.ErrFailedPrecondition: codes.FailedPrecondition,
-	errdefs.ErrConflict:           codes.FailedPrecondition,
-	errdefs.ErrNotModified:        codes.FailedPrecondition,
-	errdefs.ErrAborted:            codes.Aborted,
-	errdefs.ErrOutOfRange:         codes.OutOfRange,
-	errdefs.ErrNotImplemented:     codes.Unimplemented,
-	errdefs.ErrInternal:           codes.Internal,
-	errdefs.ErrUnavailable:        codes.Unavailable,
-	errdefs.ErrDataLoss:           codes.DataLoss,
-	errdefs.ErrUnauthenticated:    codes.Unauthenticated,
-	context.DeadlineExceeded:      codes.DeadlineExceeded,
-	context.Canceled:              codes.Canceled,
-}
 
 // ToStatus turns an error from below the CRI edge into the error a handler
 // returns: a gRPC status whose message is err.Error() and whose code is
@@ -47,7 +25,7 @@ func ToStatus(err error) error {
 	if err == nil {
 		return nil
 	}
-	if c, ok := classCodes[errdefs.Resolve(err)]; ok {
+	if c, ok := api.ClassCode(err); ok {
 		return status.Error(c, err.Error())
 	}
 	var se interface{ GRPCStatus() *status.Status }
