@@ -48,7 +48,7 @@ func newCRI(cfg config, sup *supervisor.Supervisor, log *logrus.Entry) (*criEndp
 		log.WithError(err).Warn("cri: the pod network is not ready (NetworkReady false) until a CNI config appears")
 	}
 	srv, err := criserver.New(criserver.Config{
-		Root: filepath.Join(cc.root, "cri"), StateDir: filepath.Join(cfg.stateDir, ".cri"), Pause: cc.pauseBinary(),
+		Root: filepath.Join(cc.root, "cri"), DataRoot: cc.root, StateDir: filepath.Join(cfg.stateDir, ".cri"), Pause: cc.pauseBinary(),
 		Network: network, Images: images, Logger: log,
 	}, sup)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/containerd/errdefs"
@@ -22,6 +23,22 @@ type rootfsRecord struct {
 	ContainerID string   `json:"containerID"`
 	ImageID     string   `json:"imageID"`
 	Layers      []string `json:"layers"`
+	// IDMap is set for a rootfs seen through a user namespace's mapping.
+	IDMap *IDMap `json:"idmap,omitempty"`
+}
+
+// IDMap asks for a rootfs whose layers are seen through the mapping of a
+// user namespace (id-mapped mounts, Linux 5.19 for overlay): a file the
+// image gives to root belongs to the namespace's root. The upper dir is
+// owned by the host ids of that root, so files the container makes are
+// its own too.
+type IDMap struct {
+	// UserNS is the path of the user namespace (/proc/PID/ns/user of a
+	// process in it), used only while mounting.
+	UserNS string `json:"-"`
+	// RootUID and RootGID are the host ids of the namespace's root.
+	RootUID uint32 `json:"rootUID"`
+	RootGID uint32 `json:"rootGID"`
 }
 
 // Rootfs is a prepared rootfs as ListRootfs reports it.
@@ -42,7 +59,11 @@ func (s *Store) containerDir(id string) string { return filepath.Join(s.containe
 // The overlay's options name each layer by a path relative to root/layers
 // (the mount is made from a thread chdir'd there), 68 bytes a layer, and
 // must fit in one page: with the longest container id, at most 56 layers.
-func (s *Store) PrepareRootfs(containerID, refOrID string) (string, error) {
+//
+// With idmap, the layers are seen through its user namespace (see IDMap);
+// such a rootfs cannot be mounted again by MountRootfs (the namespace is
+// gone with its pod).
+func (s *Store) PrepareRootfs(containerID, refOrID string, idmap ...IDMap) (string, error) {
 	if err := checkID(containerID); err != nil {
 		return "", err
 	}
@@ -56,7 +77,12 @@ func (s *Store) PrepareRootfs(containerID, refOrID string) (string, error) {
 		return "", fmt.Errorf("prepare rootfs of %s: %w", containerID, errdefs.ErrAlreadyExists)
 	}
 	rec := rootfsRecord{ContainerID: containerID, ImageID: img.ID, Layers: slices.Clone(img.Layers)}
-	if err := s.createRootfsLocked(rec); err != nil {
+	userNS := ""
+	if len(idmap) > 0 {
+		m := idmap[0]
+		rec.IDMap, userNS = &m, m.UserNS
+	}
+	if err := s.createRootfsLocked(rec, userNS); err != nil {
 		return "", fmt.Errorf("prepare rootfs of %s from image %s: %w", containerID, img.ID, err)
 	}
 	s.rootfs[containerID] = rec
@@ -68,7 +94,7 @@ func (s *Store) rootfsPath(id string) string { return filepath.Join(s.containerD
 // createRootfsLocked builds the container dir under a hidden temp name
 // (removed by Open if a crash leaves it), renames it into place, then
 // mounts. A failed mount removes the dir again.
-func (s *Store) createRootfsLocked(rec rootfsRecord) error {
+func (s *Store) createRootfsLocked(rec rootfsRecord, userNS string) error {
 	for _, l := range rec.Layers {
 		if _, ok := s.layers[l]; !ok {
 			return fmt.Errorf("layer %s is missing from the store (pull the image again): %w", l, errdefs.ErrFailedPrecondition)
@@ -97,7 +123,12 @@ func (s *Store) createRootfsLocked(rec rootfsRecord) error {
 		s.discardDir(dir)
 		return err
 	}
-	if err := s.mount(rec); err != nil {
+	if rec.IDMap != nil {
+		err = s.mountIDMapped(rec, userNS)
+	} else {
+		err = s.mount(rec)
+	}
+	if err != nil {
 		s.discardDir(dir)
 		return err
 	}
@@ -138,6 +169,9 @@ func (s *Store) MountRootfs(containerID string) (string, error) {
 		return "", fmt.Errorf("rootfs of %s: %w", containerID, err)
 	} else if mounted {
 		return path, nil
+	}
+	if rec.IDMap != nil {
+		return "", fmt.Errorf("rootfs of %s is id-mapped for a user namespace that is gone: %w", containerID, errdefs.ErrFailedPrecondition)
 	}
 	if err := s.mount(rec); err != nil {
 		return "", fmt.Errorf("remount rootfs of %s: %w", containerID, err)
@@ -219,6 +253,87 @@ func (s *Store) mount(rec rootfsRecord) error {
 	target := s.rootfsPath(rec.ContainerID)
 	if err := mountFrom(s.layersDir(), "overlay", target, "overlay", data); err != nil {
 		return fmt.Errorf("mount overlay on %s (from %s, %s): %w", target, s.layersDir(), data, err)
+	}
+	return nil
+}
+
+// mountIDMapped mounts the overlay of rec's layers seen through the user
+// namespace at userNS: each layer gets an id-mapped clone (open_tree,
+// mount_setattr MOUNT_ATTR_IDMAP) attached under the container dir's
+// lower/, the overlay is made of those, then they are detached again:
+// overlayfs keeps private clones of its layers, so nothing is left to
+// unmount but the overlay.
+func (s *Store) mountIDMapped(rec rootfsRecord, userNS string) (err error) {
+	if userNS == "" {
+		return fmt.Errorf("an id-mapped rootfs needs the path of its user namespace: %w", errdefs.ErrInvalidArgument)
+	}
+	ns, err := os.Open(userNS)
+	if err != nil {
+		return fmt.Errorf("user namespace: %w", err)
+	}
+	defer ns.Close()
+	dir := s.containerDir(rec.ContainerID)
+	if err := os.Chown(filepath.Join(dir, "upper"), int(rec.IDMap.RootUID), int(rec.IDMap.RootGID)); err != nil {
+		return err
+	}
+	lowerDir := filepath.Join(dir, "lower")
+	if err := os.Mkdir(lowerDir, 0o700); err != nil {
+		return err
+	}
+	var attached []string
+	defer func() {
+		for _, t := range attached {
+			if uerr := unix.Unmount(t, unix.MNT_DETACH); uerr != nil && err == nil {
+				err = &os.PathError{Op: "detach id-mapped layer", Path: t, Err: uerr}
+			}
+		}
+		if rerr := os.RemoveAll(lowerDir); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	lowers := make([]string, len(rec.Layers))
+	for i, l := range rec.Layers {
+		name := strconv.Itoa(i)
+		target := filepath.Join(lowerDir, name)
+		if err := os.Mkdir(target, 0o700); err != nil {
+			return err
+		}
+		src := filepath.Join(s.layersDir(), strings.TrimPrefix(l, "sha256:"), "fs")
+		if err := attachIDMapped(src, target, int(ns.Fd())); err != nil {
+			return fmt.Errorf("id-mapped mount of layer %s: %w", l, err)
+		}
+		attached = append(attached, target)
+		lowers[len(lowers)-1-i] = "lower/" + name
+	}
+	data := "lowerdir=" + strings.Join(lowers, ":") + ",upperdir=upper,workdir=work"
+	if indexOff {
+		data += ",index=off"
+	}
+	if limit := os.Getpagesize() - 1; len(data) > limit {
+		return fmt.Errorf("%d layers need %d bytes of overlay mount options, the kernel takes %d: %w",
+			len(rec.Layers), len(data), limit, errdefs.ErrInvalidArgument)
+	}
+	target := s.rootfsPath(rec.ContainerID)
+	if err := mountFrom(dir, "overlay", target, "overlay", data); err != nil {
+		return fmt.Errorf("mount overlay on %s (from %s, %s): %w", target, dir, data, err)
+	}
+	return nil
+}
+
+// attachIDMapped attaches at target a clone of the mount tree at src seen
+// through the user namespace open as nsFD.
+func attachIDMapped(src, target string, nsFD int) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return &os.PathError{Op: "open_tree", Path: src, Err: err}
+	}
+	defer unix.Close(fd)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(nsFD)}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return &os.PathError{Op: "mount_setattr MOUNT_ATTR_IDMAP", Path: src, Err: err}
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return &os.PathError{Op: "move_mount", Path: target, Err: err}
 	}
 	return nil
 }

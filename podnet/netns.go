@@ -24,27 +24,52 @@ type NetNS struct {
 // NewNetNS creates a network namespace and pins it at dir/name. The name
 // must not exist yet (ErrAlreadyExists otherwise).
 func NewNetNS(dir, name string) (*NetNS, error) {
+	path, err := pinPoint(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := inNetNS(unshare, func() error { return pin(path) }); err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("netns %s: %w", path, err)
+	}
+	return &NetNS{path: path}, nil
+}
+
+// PinNetNS pins at dir/name the network namespace process pid is in: one
+// a pod's pause process made inside the pod's user namespace, which must
+// own it (for sysfs and the net sysctls), so the runtime cannot make it
+// beforehand. The name must not exist yet (ErrAlreadyExists otherwise).
+func PinNetNS(dir, name string, pid int) (*NetNS, error) {
+	path, err := pinPoint(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	src := fmt.Sprintf("/proc/%d/ns/net", pid)
+	if err := unix.Mount(src, path, "", unix.MS_BIND, ""); err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("netns %s: bind mount %s: %w", path, src, err)
+	}
+	return &NetNS{path: path}, nil
+}
+
+// pinPoint makes the empty file dir/name a namespace is bound onto.
+func pinPoint(dir, name string) (string, error) {
 	if name == "" || name != filepath.Base(name) || name == "." || name == ".." {
-		return nil, fmt.Errorf("netns name %q: %w", name, errdefs.ErrInvalidArgument)
+		return "", fmt.Errorf("netns name %q: %w", name, errdefs.ErrInvalidArgument)
 	}
 	if err := os.MkdirAll(dir, 0o711); err != nil {
-		return nil, fmt.Errorf("netns dir: %w", err)
+		return "", fmt.Errorf("netns dir: %w", err)
 	}
 	path := filepath.Join(dir, name)
 	// O_EXCL: two pods must never share a pin by accident.
 	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
 	if err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("netns %s: %w", path, errdefs.ErrAlreadyExists)
+			return "", fmt.Errorf("netns %s: %w", path, errdefs.ErrAlreadyExists)
 		}
-		return nil, fmt.Errorf("netns mount point: %w", err)
+		return "", fmt.Errorf("netns mount point: %w", err)
 	}
-	f.Close()
-	if err := inNetNS(unshare, func() error { return pin(path) }); err != nil {
-		os.Remove(path)
-		return nil, fmt.Errorf("netns %s: %w", path, err)
-	}
-	return &NetNS{path: path}, nil
+	return path, f.Close()
 }
 
 // OpenNetNS returns the pinned namespace at path, as after a daemon restart.

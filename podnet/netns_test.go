@@ -2,8 +2,11 @@ package podnet
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/containerd/errdefs"
@@ -124,5 +127,38 @@ func TestNewNetNSBadName(t *testing.T) {
 		if _, err := NewNetNS(t.TempDir(), name); !errdefs.IsInvalidArgument(err) {
 			t.Errorf("name %q: %v, want invalid argument", name, err)
 		}
+	}
+}
+
+// TestPinNetNS pins the namespace a process made for itself: the pin
+// holds it after the process is gone, and a taken name is refused.
+func TestPinNetNS(t *testing.T) {
+	needRoot(t)
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	want := nsInode(t, fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid))
+	dir := t.TempDir()
+	ns, err := PinNetNS(dir, "pod1", cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Remove() })
+	if _, err := PinNetNS(dir, "pod1", cmd.Process.Pid); !errdefs.IsAlreadyExists(err) {
+		t.Fatalf("second PinNetNS: %v, want already exists", err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if got := nsInode(t, ns.Path()); got != want {
+		t.Fatalf("pinned namespace %d, want the process's %d", got, want)
+	}
+	if _, err := PinNetNS(dir, "gone", cmd.Process.Pid); err == nil {
+		t.Fatal("PinNetNS of a reaped pid succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "gone")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a failed pin left its file: %v", err)
 	}
 }

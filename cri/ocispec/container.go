@@ -32,6 +32,9 @@ type ContainerParams struct {
 	// netns is better than the pause process's (it outlives it).
 	SandboxPid                                 int
 	NetNSPath, IPCNSPath, UTSNSPath, PIDNSPath string
+	// UserNSPath is the pod's user namespace when it has one (else
+	// /proc/<SandboxPid>/ns/user).
+	UserNSPath string
 	// TargetPIDNSPath is the pid namespace of the target container for
 	// pid mode TARGET (ephemeral debug containers).
 	TargetPIDNSPath string
@@ -215,7 +218,8 @@ func (b *containerBuilder) hostIPC() bool {
 // namespaces: a new mount namespace; the sandbox's network, IPC and UTS
 // namespaces (or none, the host's, when the pod has NODE); pid as the
 // container's options say: the sandbox's (POD), its own (CONTAINER), the
-// host's (NODE) or a target container's (TARGET).
+// host's (NODE) or a target container's (TARGET); the pod's user
+// namespace when it has one.
 func (b *containerBuilder) namespaces() error {
 	ns := []specs.LinuxNamespace{{Type: specs.MountNamespace}}
 	join := func(t specs.LinuxNamespaceType, path, name string) error {
@@ -258,6 +262,18 @@ func (b *containerBuilder) namespaces() error {
 		return fieldErrorf(containerScope, "namespace_options.pid", "unknown mode %d", mode)
 	}
 	b.spec.Linux.Namespaces = ns
+	userNS, err := containerUserNS(b.sandbox, b.sc)
+	if err != nil || userNS == nil {
+		return err
+	}
+	path := b.p.UserNSPath
+	if path == "" && b.p.SandboxPid > 0 {
+		path = "/proc/" + strconv.Itoa(b.p.SandboxPid) + "/ns/user"
+	}
+	if path == "" {
+		return fieldErrorf(containerScope, "namespace_options.userns_options", "no user namespace of the sandbox to join (no path, no sandbox pid)")
+	}
+	userNS.apply(b.spec.Linux, path)
 	return nil
 }
 

@@ -123,18 +123,18 @@ func TestContainerUser(t *testing.T) {
 		want    string // "uid:gid groups"
 		wantErr string
 	}{
-		{"image default is root", nil, "", "0:0 [10]", ""},
-		{"image uid", nil, "1000", "1000:1001 [10 50]", ""},
-		{"image uid:gid", nil, "1000:7", "1000:7 []", ""},
-		{"image name", nil, "app", "1000:1001 [10 50]", ""},
-		{"image name:group", nil, "app:staff", "1000:50 []", ""},
-		{"image unknown uid", nil, "4242", "4242:0 []", ""},
+		{"image default is root", nil, "", "0:0 [0 10]", ""},
+		{"image uid", nil, "1000", "1000:1001 [1001 10 50]", ""},
+		{"image uid:gid", nil, "1000:7", "1000:7 [7]", ""},
+		{"image name", nil, "app", "1000:1001 [1001 10 50]", ""},
+		{"image name:group", nil, "app:staff", "1000:50 [50]", ""},
+		{"image unknown uid", nil, "4242", "4242:0 [0]", ""},
 		{"image unknown name", nil, "nobody", "", "image user: unable to find user nobody"},
-		{"run_as_user wins over image", &runtime.LinuxContainerSecurityContext{RunAsUser: i64(1000)}, "0", "1000:1001 [10 50]", ""},
-		{"run_as_user and group", &runtime.LinuxContainerSecurityContext{RunAsUser: i64(1000), RunAsGroup: i64(3000)}, "", "1000:3000 []", ""},
-		{"run_as_username", &runtime.LinuxContainerSecurityContext{RunAsUsername: "app", SupplementalGroups: []int64{9}}, "", "1000:1001 [10 50 9]", ""},
+		{"run_as_user wins over image", &runtime.LinuxContainerSecurityContext{RunAsUser: i64(1000)}, "0", "1000:1001 [1001 10 50]", ""},
+		{"run_as_user and group", &runtime.LinuxContainerSecurityContext{RunAsUser: i64(1000), RunAsGroup: i64(3000)}, "", "1000:3000 [3000]", ""},
+		{"run_as_username", &runtime.LinuxContainerSecurityContext{RunAsUsername: "app", SupplementalGroups: []int64{9}}, "", "1000:1001 [1001 10 50 9]", ""},
 		{"strict policy", &runtime.LinuxContainerSecurityContext{RunAsUsername: "app", SupplementalGroups: []int64{9},
-			SupplementalGroupsPolicy: runtime.SupplementalGroupsPolicy_Strict}, "", "1000:1001 [9]", ""},
+			SupplementalGroupsPolicy: runtime.SupplementalGroupsPolicy_Strict}, "", "1000:1001 [1001 9]", ""},
 		{"unknown username", &runtime.LinuxContainerSecurityContext{RunAsUsername: "ghost"}, "", "", "run_as_username: unable to find user ghost"},
 		{"both user fields", &runtime.LinuxContainerSecurityContext{RunAsUser: i64(1), RunAsUsername: "app"}, "", "", "run_as_user: run_as_user and run_as_username are both set"},
 		{"group without user", &runtime.LinuxContainerSecurityContext{RunAsGroup: i64(1)}, "", "", "run_as_group: run_as_group needs"},
@@ -478,7 +478,26 @@ func TestSandbox(t *testing.T) {
 		{func(c *runtime.PodSandboxConfig, p *SandboxParams) { p.NetNSPath = "" }, "pod network needs a pinned network namespace"},
 		{func(c *runtime.PodSandboxConfig, p *SandboxParams) {
 			c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtime.UserNamespace{Mode: runtime.NamespaceMode_POD}
-		}, "user namespaces are not supported"},
+		}, "userns_options.uids: 0 mappings: exactly one is supported"},
+		{func(c *runtime.PodSandboxConfig, p *SandboxParams) {
+			m := []*runtime.IDMapping{{HostId: 1000, Length: 10}, {ContainerId: 10, HostId: 5000, Length: 10}}
+			c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtime.UserNamespace{Mode: runtime.NamespaceMode_POD, Uids: m, Gids: m}
+		}, "userns_options.uids: 2 mappings"},
+		{func(c *runtime.PodSandboxConfig, p *SandboxParams) {
+			m := []*runtime.IDMapping{{ContainerId: 1, HostId: 1000, Length: 10}}
+			c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtime.UserNamespace{Mode: runtime.NamespaceMode_POD, Uids: m, Gids: m}
+		}, "container id 0 (root) must be mapped"},
+		{func(c *runtime.PodSandboxConfig, p *SandboxParams) {
+			m := []*runtime.IDMapping{{HostId: 1000, Length: 10}}
+			c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtime.UserNamespace{Mode: runtime.NamespaceMode_POD, Uids: m,
+				Gids: []*runtime.IDMapping{{HostId: 1 << 32 - 5, Length: 10}}}
+		}, "userns_options.gids: host ids 4294967291+10 go past 2^32"},
+		{func(c *runtime.PodSandboxConfig, p *SandboxParams) {
+			c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtime.UserNamespace{Mode: runtime.NamespaceMode_CONTAINER}
+		}, "mode CONTAINER: a pod's user namespace is NODE or POD"},
+		{func(c *runtime.PodSandboxConfig, p *SandboxParams) {
+			c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtime.UserNamespace{Mode: runtime.NamespaceMode_TARGET}
+		}, "mode TARGET"},
 		{func(c *runtime.PodSandboxConfig, p *SandboxParams) {
 			c.Linux.Sysctls = map[string]string{"kernel.panic": "1"}
 		}, "sandbox config: sysctls[kernel.panic]"},
@@ -596,4 +615,65 @@ func TestLSM(t *testing.T) {
 	if name, err := appArmorProfile(containerScope, nil, "localhost/p"); err != nil || name != "p" {
 		t.Errorf("legacy localhost: %q, %v", name, err)
 	}
+}
+
+func TestUserNamespace(t *testing.T) {
+	uids := []*runtime.IDMapping{{ContainerId: 0, HostId: 100000, Length: 65536}}
+	gids := []*runtime.IDMapping{{ContainerId: 0, HostId: 200000, Length: 65536}}
+	pod := podConfig(false)
+	pod.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtime.UserNamespace{Mode: runtime.NamespaceMode_POD, Uids: uids, Gids: gids}
+	sp := SandboxParams{ID: "sb1", PauseArgs: []string{"/pause"}, RootfsPath: t.TempDir(), NetNSPath: "/run/netns/x"}
+	_, err := Sandbox(pod, sp)
+	wantErr(t, err, "with a user namespace the pause process makes the pod's network namespace, but /run/netns/x was given")
+	sp.NetNSPath = ""
+	s, err := Sandbox(pod, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMaps := func(s *specs.Spec) {
+		t.Helper()
+		if fmt.Sprint(s.Linux.UIDMappings, s.Linux.GIDMappings) != "[{0 100000 65536}] [{0 200000 65536}]" {
+			t.Errorf("mappings %v %v", s.Linux.UIDMappings, s.Linux.GIDMappings)
+		}
+	}
+	if got := nsTypes(s.Linux.Namespaces); got != "mount= pid= ipc= network= uts= user=" {
+		t.Errorf("sandbox namespaces %s", got)
+	}
+	wantMaps(s)
+
+	// The container joins the pause process's user namespace, whether it
+	// repeats the pod's options (kubelet does) or gives none.
+	for _, own := range []*runtime.UserNamespace{pod.Linux.SecurityContext.NamespaceOptions.UsernsOptions, nil} {
+		cfg := baseContainer()
+		cfg.Linux.SecurityContext.NamespaceOptions = &runtime.NamespaceOption{UsernsOptions: own}
+		c, err := Container(cfg, pod, ImageConfig{}, containerParams(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := nsTypes(c.Linux.Namespaces); !strings.HasSuffix(got, " user=/proc/42/ns/user") {
+			t.Errorf("container namespaces %s", got)
+		}
+		wantMaps(c)
+	}
+
+	cfg := baseContainer()
+	cfg.Linux.SecurityContext.NamespaceOptions = &runtime.NamespaceOption{UsernsOptions: &runtime.UserNamespace{Mode: runtime.NamespaceMode_NODE}}
+	_, err = Container(cfg, pod, ImageConfig{}, containerParams(t))
+	wantErr(t, err, "mode NODE, but the pod's user namespace is POD (root is host uid 100000)")
+
+	// A pod in the host's user namespace: nothing added, with or without
+	// explicit NODE options.
+	host := podConfig(false)
+	host.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtime.UserNamespace{Mode: runtime.NamespaceMode_NODE}
+	sp.NetNSPath = "/run/netns/x"
+	s, err = Sandbox(host, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(nsTypes(s.Linux.Namespaces), "user") || s.Linux.UIDMappings != nil {
+		t.Errorf("host userns: %s %v", nsTypes(s.Linux.Namespaces), s.Linux.UIDMappings)
+	}
+	host.Linux.SecurityContext.NamespaceOptions.UsernsOptions.Uids = uids
+	_, err = Sandbox(host, sp)
+	wantErr(t, err, "mode NODE (the host's user namespace) takes no mappings")
 }

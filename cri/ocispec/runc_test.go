@@ -89,7 +89,7 @@ func TestRuncPod(t *testing.T) {
 		"syscall personality: operation not permitted",
 		"Uid: 1000 1000 1000 1000",
 		"Gid: 1000 1000 1000 1000",
-		"Groups: 3000 4000",
+		"Groups: 1000 3000 4000", // the primary group, the image's, the config's
 		// A non-root process keeps across execve only its ambient
 		// capabilities: CAP_NET_BIND_SERVICE (10); CAP_CHOWN (0) is in its
 		// bounding set only.

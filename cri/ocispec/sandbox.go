@@ -26,7 +26,8 @@ type SandboxParams struct {
 
 	// NetNSPath is the pod's pinned network namespace (made by the CNI
 	// step). It must be empty when the pod's network is NODE (host
-	// network) and set otherwise.
+	// network) or the pod has a user namespace (the pause makes it), and
+	// set otherwise.
 	NetNSPath string
 	// CgroupParent replaces the config's cgroup_parent when set.
 	CgroupParent string
@@ -53,7 +54,11 @@ func Sandbox(cfg *runtime.PodSandboxConfig, p SandboxParams) (*specs.Spec, error
 	sc := cfg.GetLinux().GetSecurityContext()
 	ns := sc.GetNamespaceOptions()
 	hostNet, hostIPC := ns.GetNetwork() == runtime.NamespaceMode_NODE, ns.GetIpc() == runtime.NamespaceMode_NODE
-	namespaces, err := sandboxNamespaces(ns, p.NetNSPath)
+	userNS, err := PodUserNS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	namespaces, err := sandboxNamespaces(ns, p.NetNSPath, userNS != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +116,7 @@ func Sandbox(cfg *runtime.PodSandboxConfig, p SandboxParams) (*specs.Spec, error
 			ReadonlyPaths: slices.Clone(defaultReadonlyPaths),
 		},
 	}
+	userNS.apply(s.Linux, "")
 	if !hostNet {
 		s.Hostname = cfg.GetHostname()
 	}
@@ -119,12 +125,14 @@ func Sandbox(cfg *runtime.PodSandboxConfig, p SandboxParams) (*specs.Spec, error
 
 // sandboxNamespaces: mount always new; pid and ipc new unless NODE; uts
 // new unless the network is the host's (the pod then has the host's name);
-// network the pinned path, or the host's with NODE.
-func sandboxNamespaces(ns *runtime.NamespaceOption, netnsPath string) ([]specs.LinuxNamespace, error) {
-	// No userns_options (older kubelets) means the host's user namespace.
-	if u := ns.GetUsernsOptions(); u != nil && u.GetMode() == runtime.NamespaceMode_POD {
-		return nil, fieldErrorf(sandboxScope, "namespace_options.userns_options", "user namespaces are not supported by this runtime")
-	}
+// network the pinned path, or the host's with NODE. The user namespace is
+// added by UserNS.apply.
+//
+// With a user namespace the pause process makes the pod's network
+// namespace itself (no path): it must belong to the user namespace, or
+// sysfs cannot be mounted nor net sysctls set from inside; the runtime pins
+// it once the pause runs (podnet.PinNetNS).
+func sandboxNamespaces(ns *runtime.NamespaceOption, netnsPath string, ownUserNS bool) ([]specs.LinuxNamespace, error) {
 	out := []specs.LinuxNamespace{{Type: specs.MountNamespace}}
 	if ns.GetPid() != runtime.NamespaceMode_NODE {
 		out = append(out, specs.LinuxNamespace{Type: specs.PIDNamespace})
@@ -137,6 +145,10 @@ func sandboxNamespaces(ns *runtime.NamespaceOption, netnsPath string) ([]specs.L
 		if netnsPath != "" {
 			return nil, fieldErrorf(sandboxScope, "namespace_options.network", "host network, but a network namespace %s was given", netnsPath)
 		}
+	case ownUserNS && netnsPath != "":
+		return nil, fieldErrorf(sandboxScope, "namespace_options.network", "with a user namespace the pause process makes the pod's network namespace, but %s was given", netnsPath)
+	case ownUserNS:
+		out = append(out, specs.LinuxNamespace{Type: specs.NetworkNamespace}, specs.LinuxNamespace{Type: specs.UTSNamespace})
 	case netnsPath == "":
 		return nil, fieldErrorf(sandboxScope, "namespace_options.network", "pod network needs a pinned network namespace (SandboxParams.NetNSPath)")
 	default:

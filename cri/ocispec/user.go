@@ -30,7 +30,7 @@ type userRequest struct {
 // rootfs's /etc/passwd and /etc/group, opened within the rootfs (a symlink
 // that leaves it is an error, not a read of the host's file). Unless the
 // policy is Strict, the groups listing the user in /etc/group are added,
-// then the config's supplemental groups.
+// then the config's supplemental groups; the primary group comes first.
 func containerUser(scope, rootfs string, r userRequest) (specs.User, error) {
 	var none specs.User
 	spec, field, err := userSpec(r)
@@ -46,7 +46,9 @@ func containerUser(scope, rootfs string, r userRequest) (specs.User, error) {
 	if err != nil {
 		return none, fieldError(scope, field, err)
 	}
-	u := specs.User{UID: uint32(eu.Uid), GID: uint32(eu.Gid), Username: r.username}
+	// The primary group is listed too, as the CRI's ContainerUser reports
+	// it among the supplemental groups (and the kernel has it either way).
+	u := specs.User{UID: uint32(eu.Uid), GID: uint32(eu.Gid), Username: r.username, AdditionalGids: []uint32{uint32(eu.Gid)}}
 	if !r.strict {
 		for _, g := range eu.Sgids {
 			u.AdditionalGids = appendGid(u.AdditionalGids, uint32(g))

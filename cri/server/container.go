@@ -14,8 +14,10 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/cri/ocispec"
+	"github.com/evjournal/containerd/image"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -103,11 +105,28 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 		return nil, err
 	}
 	undo.add(func() { os.RemoveAll(dir) })
-	rootfs, err := s.cfg.Images.PrepareRootfs(id, imageID)
+	var idmap []image.IDMap
+	if userNS, err := ocispec.PodUserNS(sbCfg); err != nil {
+		return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
+	} else if userNS != nil {
+		// The image's files are seen through the pod's mapping, so that
+		// its root owns what the image gives to root.
+		if sb.Pid <= 0 {
+			return nil, fmt.Errorf("the sandbox has no running pause process to take the user namespace from: %w", errdefs.ErrFailedPrecondition)
+		}
+		idmap = append(idmap, image.IDMap{UserNS: fmt.Sprintf("/proc/%d/ns/user", sb.Pid),
+			RootUID: userNS.HostRootUID(), RootGID: userNS.HostRootGID()})
+	}
+	rootfs, err := s.cfg.Images.PrepareRootfs(id, imageID, idmap...)
 	if err != nil {
 		return nil, fmt.Errorf("container rootfs: %w", err)
 	}
 	undo.add(func() { s.cfg.Images.RemoveRootfs(id) })
+	if len(idmap) > 0 {
+		if err := searchableFromUserNS(s.dataRoot(), rootfs); err != nil {
+			return nil, err
+		}
+	}
 	sbDir := s.sandboxDir(sb.ID)
 	spec, err := ocispec.Container(cfg, sbCfg, imgCfg, ocispec.ContainerParams{
 		ID: id, SandboxID: sb.ID, RootfsPath: rootfs, ImageName: cfg.GetImage().GetImage(),
@@ -125,7 +144,7 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 		logPath = filepath.Join(sbCfg.GetLogDirectory(), cfg.GetLogPath())
 	}
 	rec := containerRecord{ID: id, SandboxID: sb.ID, Config: raw, ImageID: imageID, ImageRef: imageRef,
-		State: stateCreated, CreatedAt: time.Now().UnixNano(), LogPath: logPath}
+		State: stateCreated, CreatedAt: time.Now().UnixNano(), LogPath: logPath, User: &spec.Process.User}
 	if err := writeRecord(dir, "container.json", &rec); err != nil {
 		return nil, err
 	}
@@ -343,7 +362,21 @@ func containerStatus(c *container) *runtimeapi.ContainerStatus {
 		Image: c.cfg.GetImage(), ImageRef: c.rec.ImageRef, ImageId: c.rec.ImageID,
 		Reason: c.rec.Reason, Message: c.rec.Message,
 		Labels: c.cfg.GetLabels(), Annotations: c.cfg.GetAnnotations(), Mounts: c.cfg.GetMounts(), LogPath: c.rec.LogPath,
+		User: containerUser(c.rec.User),
 	}
+}
+
+// containerUser is the CRI's view of the process's identity; nil for a
+// record written before the daemon kept it.
+func containerUser(u *specs.User) *runtimeapi.ContainerUser {
+	if u == nil {
+		return nil
+	}
+	groups := make([]int64, len(u.AdditionalGids))
+	for i, g := range u.AdditionalGids {
+		groups[i] = int64(g)
+	}
+	return &runtimeapi.ContainerUser{Linux: &runtimeapi.LinuxContainerUser{Uid: int64(u.UID), Gid: int64(u.GID), SupplementalGroups: groups}}
 }
 
 func (s *Server) ContainerStatus(ctx context.Context, r *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {

@@ -103,21 +103,47 @@ func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodS
 	if fi, err := os.Stat(s.cfg.Pause); err != nil || !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("the sandboxes' pause binary %s is missing (--sandbox-pause): %w", s.cfg.Pause, errdefs.ErrFailedPrecondition)
 	}
+	userNS, err := ocispec.PodUserNS(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
+	}
 	dir := s.sandboxDir(id)
 	rootfs := filepath.Join(dir, "bundle", "rootfs")
 	if err := os.MkdirAll(rootfs, 0o755); err != nil {
 		return nil, err
 	}
 	undo.add(func() { os.RemoveAll(dir) })
+	if userNS != nil {
+		if err := searchableFromUserNS(s.dataRoot(), rootfs); err != nil {
+			return nil, err
+		}
+		// runc makes the mountpoints (/proc, /dev, /pause...) in the empty
+		// rootfs from inside the namespace: its root must own it.
+		if err := os.Chown(rootfs, int(userNS.HostRootUID()), int(userNS.HostRootGID())); err != nil {
+			return nil, err
+		}
+	}
 	rec := sandboxRecord{ID: id, Config: raw, CreatedAt: time.Now().UnixNano(), State: sandboxNotReady}
 
 	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
-	if nsOpts.GetNetwork() != runtimeapi.NamespaceMode_NODE {
-		ips, netns, err := s.setupNetwork(ctx, id, cfg, &undo)
+	podNet := nsOpts.GetNetwork() != runtimeapi.NamespaceMode_NODE
+	specNetNS := ""
+	switch {
+	case podNet && userNS == nil:
+		ips, netns, err := s.setupNetwork(ctx, id, cfg, 0, &undo)
 		if err != nil {
 			return nil, err
 		}
-		rec.NetNS, rec.IPs = netns, ips
+		rec.NetNS, rec.IPs, specNetNS = netns, ips, netns
+	case podNet:
+		// The pause makes the namespace inside the user namespace; it is
+		// pinned here, and plugged into CNI, once the pause runs. The
+		// record names the pin before, so that a stop after a crash in
+		// between still tears it down.
+		if s.cfg.Network == nil {
+			return nil, errNoNetwork
+		}
+		rec.NetNS = filepath.Join(s.cfg.StateDir, "netns", id)
 	}
 	if nsOpts.GetIpc() != runtimeapi.NamespaceMode_NODE {
 		shm, err := mountShm(filepath.Join(s.cfg.StateDir, "shm", id))
@@ -132,7 +158,7 @@ func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodS
 		return nil, err
 	}
 	spec, err := ocispec.Sandbox(cfg, ocispec.SandboxParams{
-		ID: id, PauseArgs: []string{pauseInRootfs}, RootfsPath: rootfs, NetNSPath: rec.NetNS,
+		ID: id, PauseArgs: []string{pauseInRootfs}, RootfsPath: rootfs, NetNSPath: specNetNS,
 		ResolvConfPath: files.resolvConf, HostnamePath: files.hostname, HostsPath: files.hosts, ShmPath: rec.Shm,
 	})
 	if err != nil {
@@ -152,6 +178,18 @@ func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodS
 		return nil, fmt.Errorf("sandbox %s: start the pause process: %w", id, err)
 	}
 	rec.State, rec.Pid = sandboxReady, initPid(info)
+	if podNet && userNS != nil {
+		undo.add(func() { s.killPause(id) })
+		ips, _, err := s.setupNetwork(ctx, id, cfg, rec.Pid, &undo)
+		if err != nil {
+			return nil, err
+		}
+		rec.IPs = ips
+		// Rewritten in place: the pause has /etc/hosts bound already.
+		if _, err := writePodFiles(dir, cfg, rec.IPs); err != nil {
+			return nil, err
+		}
+	}
 	if err := writeRecord(dir, "sandbox.json", &rec); err != nil {
 		s.sup.Signal(context.WithoutCancel(ctx), id, "init", syscall.SIGKILL)
 		return nil, err
@@ -159,11 +197,22 @@ func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodS
 	return &sandbox{rec: rec, cfg: cfg}, nil
 }
 
-func (s *Server) setupNetwork(ctx context.Context, id string, cfg *runtimeapi.PodSandboxConfig, undo *undoList) ([]string, string, error) {
+var errNoNetwork = fmt.Errorf("pod network: no CNI network is configured (only host-network pods can run): %w", errdefs.ErrFailedPrecondition)
+
+// setupNetwork pins the pod's network namespace (a new one, or with
+// pausePid the one the pause process made) and plugs it into the CNI
+// network.
+func (s *Server) setupNetwork(ctx context.Context, id string, cfg *runtimeapi.PodSandboxConfig, pausePid int, undo *undoList) ([]string, string, error) {
 	if s.cfg.Network == nil {
-		return nil, "", fmt.Errorf("pod network: no CNI network is configured (only host-network pods can run): %w", errdefs.ErrFailedPrecondition)
+		return nil, "", errNoNetwork
 	}
-	ns, err := podnet.NewNetNS(filepath.Join(s.cfg.StateDir, "netns"), id)
+	var ns *podnet.NetNS
+	var err error
+	if pausePid > 0 {
+		ns, err = podnet.PinNetNS(filepath.Join(s.cfg.StateDir, "netns"), id, pausePid)
+	} else {
+		ns, err = podnet.NewNetNS(filepath.Join(s.cfg.StateDir, "netns"), id)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("pod network namespace: %w", err)
 	}
@@ -304,9 +353,33 @@ func (s *Server) StopPodSandbox(ctx context.Context, r *runtimeapi.StopPodSandbo
 	return &runtimeapi.StopPodSandboxResponse{}, nil
 }
 
+// killPause kills a pause process that RunPodSandbox started but could
+// not finish setting up, and waits for its exit.
+func (s *Server) killPause(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), stopWait)
+	defer cancel()
+	s.mu.Lock()
+	w := s.waitLocked(id, "init")
+	s.mu.Unlock()
+	if err := s.sup.Signal(ctx, id, "init", syscall.SIGKILL); err != nil {
+		s.unwait(id, "init", w)
+		s.log.WithError(err).WithField("sandbox", id).Warn("kill the pause process of a pod that failed to start")
+		return
+	}
+	if _, err := awaitExit(ctx, w, stopWait); err != nil {
+		s.unwait(id, "init", w)
+		s.log.WithError(err).WithField("sandbox", id).Warn("the pause process of a pod that failed to start did not exit")
+	}
+}
+
 func (s *Server) stopSandbox(ctx context.Context, sb *sandbox) error {
 	s.mu.Lock()
 	id, ready := sb.rec.ID, sb.rec.State == sandboxReady
+	s.mu.Unlock()
+	// A pod whose daemon died inside RunPodSandbox may have a pause
+	// process running under a record that still says not ready.
+	ready = ready || s.running(ctx, id)
+	s.mu.Lock()
 	var w chan exitInfo
 	if ready {
 		w = s.waitLocked(id, "init")

@@ -33,6 +33,10 @@ type Config struct {
 	// Root is the CRI service's persistent dir (records of pods and
 	// containers, their bundles): <--root>/cri.
 	Root string
+	// DataRoot is the daemon's --root, which holds Root and the image
+	// store: the dirs the service may make searchable for pods with a
+	// user namespace (see searchableFromUserNS). Empty means Root.
+	DataRoot string
 	// StateDir is for what does not survive a reboot (pinned network
 	// namespaces, pod /dev/shm mounts): <--state-dir>/.cri.
 	StateDir string
@@ -153,8 +157,18 @@ func (s *Server) Status(ctx context.Context, r *runtimeapi.StatusRequest) (*runt
 	if err != nil {
 		netReady.Status, netReady.Reason, netReady.Message = false, "NetworkPluginNotReady", err.Error()
 	}
-	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, netReady}}}, nil
+	return &runtimeapi.StatusResponse{
+		Status:          &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, netReady}},
+		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: "", Features: handlerFeatures}},
+		Features:        &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true},
+	}, nil
 }
+
+// handlerFeatures are what the one runtime handler (the default, "") can
+// do: runc since 1.1 makes a read-only bind mount recursive with "rro"
+// (mount_setattr, Linux 5.12), and pods may ask for a user namespace
+// (see cri/ocispec's userns.go).
+var handlerFeatures = &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true, UserNamespaces: true}
 
 // RuntimeConfig tells kubelet (and critest) the cgroup driver: cgroupfs,
 // the one runc is driven with here (a systemd *.slice parent is refused).
@@ -169,6 +183,13 @@ func newID() string {
 		panic(err)
 	}
 	return hex.EncodeToString(b[:])
+}
+
+func (s *Server) dataRoot() string {
+	if s.cfg.DataRoot != "" {
+		return s.cfg.DataRoot
+	}
+	return s.cfg.Root
 }
 
 func (s *Server) sandboxDir(id string) string   { return filepath.Join(s.cfg.Root, "sandboxes", id) }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/evjournal/containerd/internal/atomicfile"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -67,6 +68,8 @@ type containerRecord struct {
 	// another incarnation of the id is not this container's.
 	Incarnation string `json:"incarnation,omitempty"`
 	OOMKilled   bool   `json:"oomKilled,omitempty"`
+	// User is the identity the spec gives the process (ContainerStatus.user).
+	User *specs.User `json:"user,omitempty"`
 }
 
 func marshalProto(m proto.Message) (json.RawMessage, error) {

@@ -20,6 +20,9 @@
 //	pid               print "pid N" of this process
 //	mkdir DIR         try to make DIR; print "mkdir DIR: ok" or "mkdir DIR: <error>" and go on
 //	                  (the seccomp test denies the syscall and reads which it was)
+//	owner PATH        print "owner PATH: UID:GID" of the file (as this process's namespace sees it),
+//	                  or "owner PATH: <error>"
+//	file PATH         print "file PATH: " and the file's content, spaces for newlines (uid_map)
 //	capeff            print "capeff HEX", the effective capability set from /proc/self/status
 //	status FIELD...   print "FIELD: VALUE" for these fields of /proc/self/status (Uid, Groups...)
 //	syscall NAME      try a syscall a seccomp profile may deny (keyctl, personality);
@@ -122,6 +125,10 @@ func run(step []string) error {
 		return err
 	case "mkdir":
 		return tryMkdir(first(args))
+	case "owner":
+		return owner(first(args))
+	case "file":
+		return printFile(first(args))
 	case "capeff":
 		return capEff()
 	case "status":
@@ -262,6 +269,27 @@ func tryMkdir(dir string) error {
 		result = errors.Unwrap(err).Error()
 	}
 	_, err := fmt.Printf("mkdir %s: %s\n", dir, result)
+	return err
+}
+
+func owner(path string) error {
+	result := ""
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		result = err.Error()
+	} else {
+		result = fmt.Sprintf("%d:%d", st.Uid, st.Gid)
+	}
+	_, err := fmt.Printf("owner %s: %s\n", path, result)
+	return err
+}
+
+func printFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Printf("file %s: %s\n", path, strings.Join(strings.Fields(string(data)), " "))
 	return err
 }
 
