@@ -187,6 +187,7 @@ func testJournalFull(t *testing.T, policy journal.SyncPolicy) {
 	_, err = h.s.Exec(context.Background(), ExecRequest{ID: "a", Pid: "e2"})
 	checkJournalError(t, err, jdir)
 	checkJournalError(t, h.s.Update(context.Background(), UpdateRequest{ID: "a", Status: StatusPaused}), jdir)
+	checkJournalError(t, h.s.Note(context.Background(), journal.TypeCRICreated, "cri1"), jdir)
 	// ...reads still work...
 	if _, err := h.s.State(context.Background(), ""); err != nil {
 		t.Fatalf("State while degraded: %v", err)

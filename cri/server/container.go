@@ -17,6 +17,7 @@ import (
 	"github.com/evjournal/containerd/image"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor"
+	"github.com/evjournal/containerd/supervisor/journal"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -65,6 +66,16 @@ func (s *Server) CreateContainer(ctx context.Context, r *runtimeapi.CreateContai
 	s.mu.Lock()
 	s.containers[id] = c
 	s.mu.Unlock()
+	// In the journal before kubelet hears of it; without the journal the
+	// container is not made (as any request that makes an event).
+	if err := s.sup.Note(ctx, journal.TypeCRICreated, id); err != nil {
+		s.mu.Lock()
+		delete(s.containers, id)
+		s.mu.Unlock()
+		s.cfg.Images.RemoveRootfs(id)
+		os.RemoveAll(s.containerDir(id))
+		return nil, toStatus(fmt.Errorf("container %s: %w", id, err))
+	}
 	s.broadcastContainer(c, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 }
@@ -301,6 +312,12 @@ func (s *Server) removeContainer(ctx context.Context, c *container) error {
 		return err
 	}
 	id := c.rec.ID
+	// Journaled before anything is removed: a removal the journal cannot
+	// record is refused whole. A removal that fails after this (a busy
+	// rootfs) is retried by kubelet and journaled again.
+	if err := s.sup.Note(ctx, journal.TypeCRIDeleted, id); err != nil {
+		return fmt.Errorf("container %s: %w", id, err)
+	}
 	if err := s.cfg.Images.RemoveRootfs(id); err != nil {
 		return fmt.Errorf("container %s: %w", id, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/evjournal/containerd/cri/ocispec"
 	"github.com/evjournal/containerd/podnet"
 	"github.com/evjournal/containerd/supervisor"
+	"github.com/evjournal/containerd/supervisor/journal"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -342,6 +343,7 @@ func (s *Server) StopPodSandbox(ctx context.Context, r *runtimeapi.StopPodSandbo
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	id = sb.rec.ID // the request may name a unique prefix
 	for _, c := range s.containersOf(id) {
 		if err := s.stopContainer(ctx, c, 0); err != nil {
 			return nil, toStatus(err)
@@ -440,6 +442,7 @@ func (s *Server) RemovePodSandbox(ctx context.Context, r *runtimeapi.RemovePodSa
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	id = sb.rec.ID // the request may name a unique prefix
 	for _, c := range s.containersOf(id) {
 		if err := s.removeContainer(ctx, c); err != nil {
 			return nil, toStatus(err)
@@ -447,6 +450,9 @@ func (s *Server) RemovePodSandbox(ctx context.Context, r *runtimeapi.RemovePodSa
 	}
 	if err := s.stopSandbox(ctx, sb); err != nil {
 		return nil, toStatus(err)
+	}
+	if err := s.sup.Note(ctx, journal.TypeCRIDeleted, id); err != nil {
+		return nil, toStatus(fmt.Errorf("sandbox %s: %w", id, err))
 	}
 	if err := unmountShm(sb.rec.Shm); err != nil {
 		return nil, toStatus(fmt.Errorf("sandbox %s: %w", id, err))

@@ -73,6 +73,9 @@ say "building critest and crictl from $CRI_TOOLS (${crit_version:-unknown versio
 # ------------------------------------------------------------ work dir
 
 W=$(mktemp -d /tmp/critest.XXXXXX)
+# Searchable by others (not listable): runc finds a user-namespaced pod's
+# rootfs under --root from inside the namespace, where root is "others".
+chmod 0711 "$W"
 mkdir -p "$W"/{bin,stage,state,journal,root,runc,cni,ipam,logs} "$OUT"
 SOCK=$W/cri.sock
 SUFFIX=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')

@@ -407,8 +407,26 @@ func TestCRIPod(t *testing.T) {
 			t.Fatalf("event %d: %v of %s, want %v of %s", i, ev.ContainerEventType, ev.ContainerId, want, wantID)
 		}
 	}
+	// The journal has the container's whole life, as 0.2 clients see it
+	// (its execs' events aside).
+	var life []string
+	for _, ev := range stored(t, e.d, &types.EventsRequest{Id: cid, StoredOnly: true, Timestamp: timestamppb.New(time.Unix(1, 0))}) {
+		if ev.Pid == "" || ev.Pid == "init" {
+			life = append(life, strings.TrimSpace(ev.Type+" "+ev.Pid))
+		}
+	}
+	if got := strings.Join(life, ", "); got != "cri-created, start-container, exit init, cri-deleted" {
+		t.Fatalf("journaled events of %s: %s", cid, got)
+	}
 
 	removePod(t, e, podID)
+	var podLife []string
+	for _, ev := range stored(t, e.d, &types.EventsRequest{Id: podID, StoredOnly: true, Timestamp: timestamppb.New(time.Unix(1, 0))}) {
+		podLife = append(podLife, strings.TrimSpace(ev.Type+" "+ev.Pid))
+	}
+	if got := strings.Join(podLife, ", "); got != "start-container, exit init, cri-deleted" {
+		t.Fatalf("journaled events of the pod %s: %s", podID, got)
+	}
 }
 
 // removePod stops and removes a pod and checks it left nothing: no mount,

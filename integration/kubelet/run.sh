@@ -36,6 +36,9 @@ KUBELET_VERSION=$("$BIN/kubelet" --version)
 T_BUILD=$((SECONDS - T0))
 
 W=$(mktemp -d /tmp/kubelet-e2e.XXXXXX)
+# Searchable by others (not listable): runc finds a user-namespaced pod's
+# rootfs under --root from inside the namespace, where root is "others".
+chmod 0711 "$W"
 mkdir -p "$W"/{bin,state,journal,root,runc,cni,ipam,kubelet,certs,manifests,podlogs,plugins,logs}
 LOGS=$W/logs
 SOCK=$W/cri.sock

@@ -142,7 +142,7 @@ var plain = func() (t [256]bool) {
 // internType returns the package's constant for a known event type, so the
 // millions of records of a replay do not each allocate it.
 func internType(b []byte) string {
-	for _, t := range []string{TypeExit, TypeStartContainer, TypeStartProcess, TypeOOM, TypePause, TypeResume} {
+	for _, t := range []string{TypeExit, TypeStartContainer, TypeStartProcess, TypeOOM, TypePause, TypeResume, TypeCRICreated, TypeCRIDeleted} {
 		if string(b) == t {
 			return t
 		}

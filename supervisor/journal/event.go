@@ -94,6 +94,13 @@ const (
 	TypeOOM            = "oom"
 	TypePause          = "pause"
 	TypeResume         = "resume"
+
+	// The CRI service's own: a CRI container (or pod) exists from its
+	// CreateContainer to its RemoveContainer, longer than the supervisor
+	// runs it. 0.2 clients ignore types they do not know (Docker's
+	// libcontainerd logs them at debug level).
+	TypeCRICreated = "cri-created"
+	TypeCRIDeleted = "cri-deleted"
 )
 
 // Event is one journaled state change. The first five fields are what the v0.2
