@@ -490,7 +490,7 @@ func TestSandbox(t *testing.T) {
 		{func(c *runtime.PodSandboxConfig, p *SandboxParams) {
 			m := []*runtime.IDMapping{{HostId: 1000, Length: 10}}
 			c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtime.UserNamespace{Mode: runtime.NamespaceMode_POD, Uids: m,
-				Gids: []*runtime.IDMapping{{HostId: 1 << 32 - 5, Length: 10}}}
+				Gids: []*runtime.IDMapping{{HostId: 1<<32 - 5, Length: 10}}}
 		}, "userns_options.gids: host ids 4294967291+10 go past 2^32"},
 		{func(c *runtime.PodSandboxConfig, p *SandboxParams) {
 			c.Linux.SecurityContext.NamespaceOptions.UsernsOptions = &runtime.UserNamespace{Mode: runtime.NamespaceMode_CONTAINER}
