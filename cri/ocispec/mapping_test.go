@@ -203,6 +203,10 @@ func TestCapabilities(t *testing.T) {
 	}
 }
 
+func idmap(container, host, size uint32) []*runtime.IDMapping {
+	return []*runtime.IDMapping{{ContainerId: container, HostId: host, Length: size}}
+}
+
 func TestMounts(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "made", "by", "us")
@@ -232,6 +236,12 @@ func TestMounts(t *testing.T) {
 		{"relative container path", &runtime.Mount{ContainerPath: "d", HostPath: file}, "", "", "mount[0]: container path \"d\" is not absolute"},
 		{"relative host path", &runtime.Mount{ContainerPath: "/d", HostPath: "x"}, "", "", "mount[0]: host path x: not an absolute path"},
 		{"image volume", &runtime.Mount{ContainerPath: "/d", Image: &runtime.ImageSpec{Image: "busybox"}}, "", "", "image volumes are not supported"},
+		{"id-mapped", &runtime.Mount{ContainerPath: "/d", HostPath: file, UidMappings: idmap(0, 1000, 10), GidMappings: idmap(0, 2000, 10)},
+			"/d " + file + " [rbind rprivate rw] [{0 1000 10}] [{0 2000 10}]", "", ""},
+		{"id-mapped needs both", &runtime.Mount{ContainerPath: "/d", HostPath: file, UidMappings: idmap(0, 1000, 10)},
+			"", "", "mount[0]: an id-mapped mount needs both uid_mappings and gid_mappings"},
+		{"id mapping past 2^32", &runtime.Mount{ContainerPath: "/d", HostPath: file, UidMappings: idmap(0, 1<<32-1, 10), GidMappings: idmap(0, 2000, 10)},
+			"", "", "id mapping 0 4294967295 10: length 0 or past 2^32"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -240,7 +250,11 @@ func TestMounts(t *testing.T) {
 			if err != nil {
 				return
 			}
-			if got := fmt.Sprintf("%s %s %v", ms[0].Destination, ms[0].Source, ms[0].Options); got != tt.want || prop != tt.rootfs {
+			got := fmt.Sprintf("%s %s %v", ms[0].Destination, ms[0].Source, ms[0].Options)
+			if ms[0].UIDMappings != nil || ms[0].GIDMappings != nil {
+				got += fmt.Sprintf(" %v %v", ms[0].UIDMappings, ms[0].GIDMappings)
+			}
+			if got != tt.want || prop != tt.rootfs {
 				t.Fatalf("mount %s, rootfs %q; want %s, %q", got, prop, tt.want, tt.rootfs)
 			}
 		})

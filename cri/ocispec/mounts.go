@@ -102,8 +102,6 @@ func criMount(m *runtime.Mount) (specs.Mount, string, error) {
 	switch {
 	case m.GetImage() != nil && m.GetImage().GetImage() != "":
 		return none, "", errors.New("image volumes are not supported by this runtime")
-	case len(m.GetUidMappings()) > 0 || len(m.GetGidMappings()) > 0:
-		return none, "", errors.New("id-mapped mounts are not supported by this runtime")
 	case !path.IsAbs(dst):
 		return none, "", fmt.Errorf("container path %q is not absolute", dst)
 	case m.GetHostPath() == "":
@@ -133,7 +131,36 @@ func criMount(m *runtime.Mount) (specs.Mount, string, error) {
 	// selinux_relabel is ignored: this kernel has no SELinux, and a label
 	// on a host path would change the host's files for nothing.
 	opts = append(opts, m.GetMountOptions()...)
-	return specs.Mount{Destination: path.Clean(dst), Type: "bind", Source: src, Options: opts}, rootProp, nil
+	uids, gids, err := mountIDMappings(m)
+	if err != nil {
+		return none, "", err
+	}
+	return specs.Mount{Destination: path.Clean(dst), Type: "bind", Source: src, Options: opts,
+		UIDMappings: uids, GIDMappings: gids}, rootProp, nil
+}
+
+// mountIDMappings: kubelet gives every mount of a pod with a user
+// namespace the pod's mappings, so that the host's files keep their owners
+// as seen from the pod (runc makes the bind mount id-mapped, Linux 5.12;
+// the mount's file system must support it). Both or neither must be set.
+func mountIDMappings(m *runtime.Mount) ([]specs.LinuxIDMapping, []specs.LinuxIDMapping, error) {
+	conv := func(ms []*runtime.IDMapping) []specs.LinuxIDMapping {
+		var out []specs.LinuxIDMapping
+		for _, x := range ms {
+			out = append(out, specs.LinuxIDMapping{ContainerID: x.GetContainerId(), HostID: x.GetHostId(), Size: x.GetLength()})
+		}
+		return out
+	}
+	uids, gids := conv(m.GetUidMappings()), conv(m.GetGidMappings())
+	if (len(uids) == 0) != (len(gids) == 0) {
+		return nil, nil, errors.New("an id-mapped mount needs both uid_mappings and gid_mappings")
+	}
+	for _, x := range append(slices.Clone(uids), gids...) {
+		if x.Size == 0 || uint64(x.HostID)+uint64(x.Size) > 1<<32 || uint64(x.ContainerID)+uint64(x.Size) > 1<<32 {
+			return nil, nil, fmt.Errorf("id mapping %d %d %d: length 0 or past 2^32", x.ContainerID, x.HostID, x.Size)
+		}
+	}
+	return uids, gids, nil
 }
 
 // hostSource makes a missing host path a directory (see criMounts) and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -430,10 +431,37 @@ func TestCRIPod(t *testing.T) {
 }
 
 // removePod stops and removes a pod and checks it left nothing: no mount,
-// no network namespace under the daemon's dirs, no CRI records.
+// no network namespace under the daemon's dirs, no CRI records, no shim and
+// no cgroup of its running containers or of its pause process.
 func removePod(t *testing.T, e *criEnv, podID string) {
 	t.Helper()
 	ctx := cctx(t)
+	running := []string{podID}
+	cs, err := e.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: podID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs.Containers {
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			running = append(running, c.Id)
+		}
+	}
+	var shims []int
+	var cgroups []string
+	for _, id := range running {
+		shims = append(shims, shimOf(t, e.d, id, "init"))
+		cgroups = append(cgroups, filepath.Dir(memoryCgroupFile(t, initPid(t, e.d, id), "x")))
+	}
+	defer func() {
+		for _, pid := range shims {
+			waitDead(t, pid)
+		}
+		for _, dir := range cgroups {
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("cgroup %s left after the pod's removal (%v)", dir, err)
+			}
+		}
+	}()
 	if _, err := e.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: podID}); err != nil {
 		t.Fatalf("StopPodSandbox: %v", err)
 	}

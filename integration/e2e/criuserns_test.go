@@ -69,14 +69,23 @@ func TestCRIUserNamespace(t *testing.T) {
 		t.Fatalf("RunPodSandbox: %v", err)
 	}
 	podID := run.PodSandboxId
+	// A host dir bound with the pod's mappings (kubelet gives every mount
+	// of such a pod its mappings): its root-owned files are root's in the
+	// pod, and what root makes there is root's on the host.
+	vol := t.TempDir()
+	if err := os.WriteFile(filepath.Join(vol, "f"), []byte("host file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cr, err := e.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: podCfg,
 		Config: &runtimeapi.ContainerConfig{
 			Metadata: &runtimeapi.ContainerMetadata{Name: "c"},
 			Image:    &runtimeapi.ImageSpec{Image: pulled.ImageRef},
 			Command:  []string{"/testinit"},
 			Args: strings.Fields("file /proc/self/uid_map -- file /proc/self/gid_map -- status Uid Gid -- owner /testinit -- " +
-				"mkdir /made -- owner /made -- sleep forever"),
+				"mkdir /made -- owner /made -- owner /vol/f -- mkdir /vol/sub -- sleep forever"),
 			LogPath: "c.log",
+			Mounts: []*runtimeapi.Mount{{ContainerPath: "/vol", HostPath: vol,
+				UidMappings: mapping(uidBase), GidMappings: mapping(gidBase)}},
 			Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
 				NamespaceOptions: &runtimeapi.NamespaceOption{UsernsOptions: userns}}},
 		}})
@@ -94,6 +103,8 @@ func TestCRIUserNamespace(t *testing.T) {
 		"owner /testinit: 0:0", // the image's root-owned file is root's in the pod
 		"mkdir /made: ok",      // root may write to its rootfs
 		"owner /made: 0:0",
+		"owner /vol/f: 0:0",  // an id-mapped volume: the host's root is the pod's
+		"mkdir /vol/sub: ok", // and the pod's root may write there
 	}
 	recs := waitLog(t, filepath.Join(podCfg.LogDirectory, "c.log"), func(r []crilog.Record) bool { return len(r) >= len(want) })
 	for i, w := range want {
@@ -116,6 +127,10 @@ func TestCRIUserNamespace(t *testing.T) {
 	made := filepath.Join(e.d.Dir, "root", "images", "containers", cid, "upper", "made")
 	if err := syscall.Stat(made, &fi); err != nil || fi.Uid != uidBase || fi.Gid != gidBase {
 		t.Fatalf("host view of /made (%s): %d:%d %v, want %d:%d", made, fi.Uid, fi.Gid, err, uidBase, gidBase)
+	}
+
+	if err := syscall.Stat(filepath.Join(vol, "sub"), &fi); err != nil || fi.Uid != 0 || fi.Gid != 0 {
+		t.Fatalf("host view of the dir the pod made in its id-mapped volume: %d:%d %v, want 0:0", fi.Uid, fi.Gid, err)
 	}
 
 	ex, err := e.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: cid, Cmd: []string{"/testinit", "file", "/proc/self/uid_map"}, Timeout: 30})

@@ -489,6 +489,46 @@ else
 	record "manifest removed: pod removed" FAIL $((SECONDS - t)) "$(pods; containers; ctrl containers list)"
 fi
 
+say "check 6: a pod with hostUsers: false runs in a user namespace of its own"
+# kubelet allocates the pod a range of host ids (its default, with no
+# "kubelet" entry in /etc/subuid) and asks for the namespace through
+# userns_options; the daemon advertises user namespaces in Status.
+cat >"$W/userns.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: userns
+  namespace: $NS
+spec:
+  hostUsers: false
+  restartPolicy: Always
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: $IMAGE
+    imagePullPolicy: IfNotPresent
+    args: ["file", "/proc/self/uid_map", "--", "mkdir", "/made", "--", "owner", "/testinit", "--", "sleep", "forever"]
+EOF
+t=$SECONDS
+userns_log() { find "$W/podlogs" -path "*_userns-${NODE}_*/app/0.log" 2>/dev/null | head -1; }
+userns_said() { local l; l=$(userns_log) && [[ -n $l ]] && grep -q 'owner /testinit' "$l"; }
+cp "$W/userns.yaml" "$W/manifest.tmp" && mv "$W/manifest.tmp" "$W/manifests/userns.yaml"
+if wait_for 120 "the userns pod's container has written its lines" userns_said; then
+	out=$(sed 's/^[^ ]* [^ ]* [^ ]* //' "$(userns_log)" | tr '\n' ';')
+	map=$(grep -o 'uid_map: 0 [0-9]* [0-9]*' <<<"$out" || true)
+	host_id=$(awk '{print $3}' <<<"$map")
+	if [[ -n $host_id && $host_id != 0 && $out == *"mkdir /made: ok"* && $out == *"owner /testinit: 0:0"* ]]; then
+		record "hostUsers: false pod runs" PASS $((SECONDS - t)) "uid_map '${map#uid_map: }', root may write its rootfs, image files root's"
+	else
+		record "hostUsers: false pod runs" FAIL $((SECONDS - t)) "container said: $out"
+	fi
+else
+	record "hostUsers: false pod runs" FAIL $((SECONDS - t)) "$(pods; containers; tail -5 "$LOGS/kubelet.log")"
+fi
+rm "$W/manifests/userns.yaml"
+wait_for 120 "the userns pod is removed" nothing_left ||
+	record "hostUsers: false pod removed" FAIL $((SECONDS - t)) "$(pods; containers)"
+
 # ---------------------------------------------------------------- summary
 
 errors=$(grep -cE '^E[0-9]{4} ' "$LOGS/kubelet.log" || true)
