@@ -47,6 +47,9 @@ type criConfig struct {
 	mirrors    map[string][]string // registry host -> endpoints
 	insecure   []string            // registry hosts reached over plain http
 	pause      string              // the sandboxes' pause binary
+	// sandboxImage, when set, is the image the sandboxes run instead of
+	// the pause binary.
+	sandboxImage string
 }
 
 // flags are v0.2.9's (docs/api.md section 5: same names, shorts and
@@ -83,6 +86,7 @@ func flags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "registry-mirror", Usage: "HOST=ENDPOINT: pull images of registry HOST through ENDPOINT first (e.g. registry.k8s.io=http://127.0.0.1:5000; repeatable, tried in order)"},
 		&cli.StringSliceFlag{Name: "insecure-registry", Usage: "registry HOST reached over plain http (repeatable)"},
 		&cli.StringFlag{Name: "sandbox-pause", Usage: "the pause binary of pod sandboxes (default: pause next to this daemon's executable)"},
+		&cli.StringFlag{Name: "sandbox-image", Usage: "run pod sandboxes from this image (its entrypoint and cmd; pulled when missing, reported pinned) instead of the pause binary"},
 	}
 }
 

@@ -195,3 +195,18 @@ func TestBadRegistryMirror(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxImageFlag: --sandbox-image takes an image reference, and not
+// together with --sandbox-pause (the sandboxes run one or the other).
+func TestSandboxImageFlag(t *testing.T) {
+	cfg, err := parseFlags("--sandbox-image", "registry.k8s.io/pause:3.10")
+	if err != nil || cfg.cri.sandboxImage != "registry.k8s.io/pause:3.10" {
+		t.Fatalf("--sandbox-image: %q %v", cfg.cri.sandboxImage, err)
+	}
+	if _, err := parseFlags("--sandbox-image", "Bad Ref!"); err == nil || !strings.Contains(err.Error(), `--sandbox-image "Bad Ref!": not an image reference`) {
+		t.Errorf("a bad reference: %v", err)
+	}
+	if _, err := parseFlags("--sandbox-image", "pause:1", "--sandbox-pause", "/p"); err == nil || !strings.Contains(err.Error(), "give one") {
+		t.Errorf("both flags: %v", err)
+	}
+}

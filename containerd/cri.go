@@ -49,7 +49,7 @@ func newCRI(cfg config, sup *supervisor.Supervisor, log *logrus.Entry) (*criEndp
 	}
 	srv, err := criserver.New(criserver.Config{
 		Root: filepath.Join(cc.root, "cri"), DataRoot: cc.root, StateDir: filepath.Join(cfg.stateDir, ".cri"), Pause: cc.pauseBinary(),
-		Network: network, Images: images, Logger: log,
+		SandboxImage: cc.sandboxImage, Network: network, Images: images, Logger: log,
 	}, sup)
 	if err != nil {
 		return nil, err
@@ -60,7 +60,11 @@ func newCRI(cfg config, sup *supervisor.Supervisor, log *logrus.Entry) (*criEndp
 	}
 	g := grpc.NewServer(grpc.ChainUnaryInterceptor(logFailedCRI(log)), grpc.ChainStreamInterceptor(logFailedCRIStream(log)))
 	srv.Register(g)
-	runtimeapi.RegisterImageServiceServer(g, imagesvc.New(images))
+	var pinned []string
+	if cc.sandboxImage != "" {
+		pinned = append(pinned, cc.sandboxImage)
+	}
+	runtimeapi.RegisterImageServiceServer(g, imagesvc.New(images, pinned...))
 	return &criEndpoint{srv: srv, grpc: g, lis: lis, log: log}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/urfave/cli/v2"
 )
 
@@ -31,6 +32,14 @@ func criConfigFrom(c *cli.Context, stateDir string) (criConfig, error) {
 	if cc.pause != "" {
 		if cc.pause, err = absFlag("sandbox-pause", cc.pause); err != nil {
 			return cc, err
+		}
+	}
+	if cc.sandboxImage = c.String("sandbox-image"); cc.sandboxImage != "" {
+		if cc.pause != "" {
+			return cc, fmt.Errorf("--sandbox-image and --sandbox-pause: give one (the sandboxes run either an image or the pause binary)")
+		}
+		if _, err := name.ParseReference(cc.sandboxImage); err != nil {
+			return cc, fmt.Errorf("--sandbox-image %q: not an image reference: %w", cc.sandboxImage, err)
 		}
 	}
 	return cc, nil

@@ -34,7 +34,8 @@ type rootfsRecord struct {
 // its own too.
 type IDMap struct {
 	// UserNS is the path of the user namespace (/proc/PID/ns/user of a
-	// process in it), used only while mounting.
+	// process in it), used only while mounting. Empty: the layers are not
+	// mapped, only the upper dir is given to the root ids.
 	UserNS string `json:"-"`
 	// RootUID and RootGID are the host ids of the namespace's root.
 	RootUID uint32 `json:"rootUID"`
@@ -60,9 +61,11 @@ func (s *Store) containerDir(id string) string { return filepath.Join(s.containe
 // (the mount is made from a thread chdir'd there), 68 bytes a layer, and
 // must fit in one page: with the longest container id, at most 56 layers.
 //
-// With idmap, the layers are seen through its user namespace (see IDMap);
-// such a rootfs cannot be mounted again by MountRootfs (the namespace is
-// gone with its pod).
+// With idmap, the upper dir belongs to its root ids and, when it names a
+// user namespace, the layers are seen through it (see IDMap); such a rootfs
+// cannot be mounted again by MountRootfs (the namespace is gone with its
+// pod). Without a namespace (a pod's sandbox, prepared before the
+// namespace exists) the layers are mounted as they are.
 func (s *Store) PrepareRootfs(containerID, refOrID string, idmap ...IDMap) (string, error) {
 	if err := checkID(containerID); err != nil {
 		return "", err
@@ -77,12 +80,14 @@ func (s *Store) PrepareRootfs(containerID, refOrID string, idmap ...IDMap) (stri
 		return "", fmt.Errorf("prepare rootfs of %s: %w", containerID, errdefs.ErrAlreadyExists)
 	}
 	rec := rootfsRecord{ContainerID: containerID, ImageID: img.ID, Layers: slices.Clone(img.Layers)}
-	userNS := ""
+	var owner *IDMap
 	if len(idmap) > 0 {
-		m := idmap[0]
-		rec.IDMap, userNS = &m, m.UserNS
+		owner = &idmap[0]
+		if owner.UserNS != "" {
+			rec.IDMap = owner
+		}
 	}
-	if err := s.createRootfsLocked(rec, userNS); err != nil {
+	if err := s.createRootfsLocked(rec, owner); err != nil {
 		return "", fmt.Errorf("prepare rootfs of %s from image %s: %w", containerID, img.ID, err)
 	}
 	s.rootfs[containerID] = rec
@@ -94,7 +99,7 @@ func (s *Store) rootfsPath(id string) string { return filepath.Join(s.containerD
 // createRootfsLocked builds the container dir under a hidden temp name
 // (removed by Open if a crash leaves it), renames it into place, then
 // mounts. A failed mount removes the dir again.
-func (s *Store) createRootfsLocked(rec rootfsRecord, userNS string) error {
+func (s *Store) createRootfsLocked(rec rootfsRecord, owner *IDMap) error {
 	for _, l := range rec.Layers {
 		if _, ok := s.layers[l]; !ok {
 			return fmt.Errorf("layer %s is missing from the store (pull the image again): %w", l, errdefs.ErrFailedPrecondition)
@@ -123,9 +128,14 @@ func (s *Store) createRootfsLocked(rec rootfsRecord, userNS string) error {
 		s.discardDir(dir)
 		return err
 	}
-	if rec.IDMap != nil {
-		err = s.mountIDMapped(rec, userNS)
-	} else {
+	if owner != nil {
+		err = os.Chown(filepath.Join(dir, "upper"), int(owner.RootUID), int(owner.RootGID))
+	}
+	switch {
+	case err != nil:
+	case rec.IDMap != nil:
+		err = s.mountIDMapped(rec, owner.UserNS)
+	default:
 		err = s.mount(rec)
 	}
 	if err != nil {
@@ -273,9 +283,6 @@ func (s *Store) mountIDMapped(rec rootfsRecord, userNS string) (err error) {
 	}
 	defer ns.Close()
 	dir := s.containerDir(rec.ContainerID)
-	if err := os.Chown(filepath.Join(dir, "upper"), int(rec.IDMap.RootUID), int(rec.IDMap.RootGID)); err != nil {
-		return err
-	}
 	lowerDir := filepath.Join(dir, "lower")
 	if err := os.Mkdir(lowerDir, 0o700); err != nil {
 		return err

@@ -23,13 +23,29 @@ import (
 // concurrent use.
 type Service struct {
 	runtimeapi.UnimplementedImageServiceServer
-	store *image.Store
+	store  *image.Store
+	pinned []string
 }
 
 var _ runtimeapi.ImageServiceServer = (*Service)(nil)
 
-// New returns the ImageService of store.
-func New(store *image.Store) *Service { return &Service{store: store} }
+// New returns the ImageService of store. The images pinned names (the
+// sandbox image) are reported pinned, so that kubelet's image garbage
+// collection leaves them.
+func New(store *image.Store, pinned ...string) *Service {
+	return &Service{store: store, pinned: pinned}
+}
+
+// toCRI is toCRI of the package with Pinned set for a pinned image.
+func (s *Service) toCRI(img image.Image) *runtimeapi.Image {
+	out := toCRI(img)
+	for _, ref := range s.pinned {
+		if p, err := s.store.Get(ref); err == nil && p.ID == img.ID {
+			out.Pinned = true
+		}
+	}
+	return out
+}
 
 // ListImages lists the store's images (sorted by ID) that pass the filter
 // (see Matches).
@@ -41,7 +57,7 @@ func (s *Service) list(filter *runtimeapi.ImageFilter) []*runtimeapi.Image {
 	var out []*runtimeapi.Image
 	for _, img := range s.store.List() {
 		if Matches(img, filter) {
-			out = append(out, toCRI(img))
+			out = append(out, s.toCRI(img))
 		}
 	}
 	return out
@@ -79,7 +95,7 @@ func (s *Service) ImageStatus(_ context.Context, req *runtimeapi.ImageStatusRequ
 	if err != nil {
 		return nil, ToStatus(err)
 	}
-	resp := &runtimeapi.ImageStatusResponse{Image: toCRI(img)}
+	resp := &runtimeapi.ImageStatusResponse{Image: s.toCRI(img)}
 	if req.GetVerbose() {
 		if resp.Info, err = verboseInfo(img); err != nil {
 			return nil, ToStatus(err)

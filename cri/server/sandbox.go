@@ -15,6 +15,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/cri/ocispec"
+	"github.com/evjournal/containerd/image"
 	"github.com/evjournal/containerd/podnet"
 	"github.com/evjournal/containerd/supervisor"
 	"github.com/evjournal/containerd/supervisor/journal"
@@ -101,7 +102,7 @@ func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodS
 	if err != nil {
 		return nil, fmt.Errorf("sandbox config: %w", err)
 	}
-	if fi, err := os.Stat(s.cfg.Pause); err != nil || !fi.Mode().IsRegular() {
+	if fi, err := os.Stat(s.cfg.Pause); s.cfg.SandboxImage == "" && (err != nil || !fi.Mode().IsRegular()) {
 		return nil, fmt.Errorf("the sandboxes' pause binary %s is missing (--sandbox-pause): %w", s.cfg.Pause, errdefs.ErrFailedPrecondition)
 	}
 	userNS, err := ocispec.PodUserNS(cfg)
@@ -114,14 +115,25 @@ func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodS
 		return nil, err
 	}
 	undo.add(func() { os.RemoveAll(dir) })
+	pauseArgs := []string{pauseInRootfs}
+	if s.cfg.SandboxImage != "" {
+		rootfs, pauseArgs, err = s.sandboxImageRootfs(ctx, id, userNS)
+		if err != nil {
+			return nil, err
+		}
+		undo.add(func() { s.cfg.Images.RemoveRootfs(id) })
+	}
 	if userNS != nil {
 		if err := searchableFromUserNS(s.dataRoot(), rootfs); err != nil {
 			return nil, err
 		}
 		// runc makes the mountpoints (/proc, /dev, /pause...) in the empty
-		// rootfs from inside the namespace: its root must own it.
-		if err := os.Chown(rootfs, int(userNS.HostRootUID()), int(userNS.HostRootGID())); err != nil {
-			return nil, err
+		// rootfs from inside the namespace: its root must own it (an
+		// image's rootfs has its upper dir given to that root instead).
+		if s.cfg.SandboxImage == "" {
+			if err := os.Chown(rootfs, int(userNS.HostRootUID()), int(userNS.HostRootGID())); err != nil {
+				return nil, err
+			}
 		}
 	}
 	rec := sandboxRecord{ID: id, Config: raw, CreatedAt: time.Now().UnixNano(), State: sandboxNotReady}
@@ -159,13 +171,19 @@ func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodS
 		return nil, err
 	}
 	spec, err := ocispec.Sandbox(cfg, ocispec.SandboxParams{
-		ID: id, PauseArgs: []string{pauseInRootfs}, RootfsPath: rootfs, NetNSPath: specNetNS,
+		ID: id, PauseArgs: pauseArgs, RootfsPath: rootfs, NetNSPath: specNetNS,
 		ResolvConfPath: files.resolvConf, HostnamePath: files.hostname, HostsPath: files.hosts, ShmPath: rec.Shm,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument) // ocispec names the field
 	}
-	spec.Mounts = append(spec.Mounts, specs.Mount{Destination: pauseInRootfs, Type: "bind", Source: s.cfg.Pause, Options: []string{"rbind", "ro"}})
+	if s.cfg.SandboxImage == "" {
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: pauseInRootfs, Type: "bind", Source: s.cfg.Pause, Options: []string{"rbind", "ro"}})
+	} else if userNS != nil {
+		if err := makeMountpoints(rootfs, spec); err != nil {
+			return nil, err
+		}
+	}
 	if err := writeBundle(filepath.Join(dir, "bundle"), spec); err != nil {
 		return nil, err
 	}
@@ -457,6 +475,11 @@ func (s *Server) RemovePodSandbox(ctx context.Context, r *runtimeapi.RemovePodSa
 	if err := unmountShm(sb.rec.Shm); err != nil {
 		return nil, toStatus(fmt.Errorf("sandbox %s: %w", id, err))
 	}
+	// The rootfs of a sandbox run from --sandbox-image (none otherwise:
+	// removing an unknown rootfs is a no-op, whatever the flag is today).
+	if err := s.cfg.Images.RemoveRootfs(id); err != nil {
+		return nil, toStatus(fmt.Errorf("sandbox %s: %w", id, err))
+	}
 	if err := os.RemoveAll(s.sandboxDir(id)); err != nil {
 		return nil, toStatus(fmt.Errorf("sandbox %s: %w", id, err))
 	}
@@ -549,4 +572,35 @@ func labelsMatch(labels, selector map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// sandboxImageRootfs prepares the sandbox's rootfs from --sandbox-image,
+// pulling the image the first time (through the configured mirrors), and
+// returns it with the process's argv (the image's entrypoint and cmd).
+// With a user namespace the rootfs's upper dir belongs to the pod's root,
+// so that runc can make the mountpoints the image lacks from inside; the
+// image's own files are not id-mapped (the namespace does not exist yet).
+func (s *Server) sandboxImageRootfs(ctx context.Context, id string, userNS *ocispec.UserNS) (string, []string, error) {
+	ref := s.cfg.SandboxImage
+	img, err := s.cfg.Images.Get(ref)
+	if errdefs.IsNotFound(err) {
+		s.log.WithField("image", ref).Info("cri: pulling the sandbox image")
+		img, err = s.cfg.Images.Pull(ctx, ref, nil)
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("sandbox image %s (--sandbox-image): %w", ref, err)
+	}
+	args := append(slices.Clone(img.Config.Entrypoint), img.Config.Cmd...)
+	if len(args) == 0 {
+		return "", nil, fmt.Errorf("sandbox image %s (--sandbox-image) has neither entrypoint nor cmd: %w", ref, errdefs.ErrFailedPrecondition)
+	}
+	var owner []image.IDMap
+	if userNS != nil {
+		owner = append(owner, image.IDMap{RootUID: userNS.HostRootUID(), RootGID: userNS.HostRootGID()})
+	}
+	rootfs, err := s.cfg.Images.PrepareRootfs(id, img.ID, owner...)
+	if err != nil {
+		return "", nil, fmt.Errorf("sandbox image %s: rootfs: %w", ref, err)
+	}
+	return rootfs, args, nil
 }

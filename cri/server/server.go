@@ -42,6 +42,10 @@ type Config struct {
 	StateDir string
 	// Pause is the host path of the pause binary the sandboxes run.
 	Pause string
+	// SandboxImage, when set, replaces Pause: the sandboxes run this
+	// image's entrypoint and cmd on a rootfs of their own (pulled at the
+	// first RunPodSandbox that needs it).
+	SandboxImage string
 	// Network is the CNI network pods join (nil: host network only).
 	Network *podnet.Network
 	Images  *image.Store

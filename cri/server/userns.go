@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/containerd/errdefs"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // searchableFromUserNS makes path reachable by the root of a pod's user
@@ -39,4 +42,51 @@ func searchableFromUserNS(own, path string) error {
 			return nil
 		}
 	}
+}
+
+// makeMountpoints creates in rootfs, from the host, the mountpoint of each
+// of spec's mounts that is missing: for a pod with a user namespace whose
+// sandbox runs an image, runc cannot make them from inside where the
+// image's directories (/etc) belong to the host's root. A file is made for
+// a bind mount of a file, a directory otherwise. The paths are resolved
+// within rootfs (os.Root): a symlink of the image that leaves it is an
+// error, never followed onto the host.
+func makeMountpoints(rootfs string, spec *specs.Spec) error {
+	root, err := os.OpenRoot(rootfs)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, m := range spec.Mounts {
+		dst := strings.TrimPrefix(filepath.Clean(m.Destination), "/")
+		if dst == "" || dst == "." {
+			continue
+		}
+		if _, err := root.Lstat(dst); err == nil {
+			continue
+		}
+		file := false
+		if m.Type == "bind" || slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind") {
+			if fi, err := os.Stat(m.Source); err == nil && !fi.IsDir() {
+				file = true
+			}
+		}
+		dir := dst
+		if file {
+			dir = filepath.Dir(dst)
+		}
+		if dir != "." {
+			if err := root.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("mountpoint %s in the sandbox's rootfs: %w", m.Destination, err)
+			}
+		}
+		if file {
+			f, err := root.OpenFile(dst, os.O_RDONLY|os.O_CREATE, 0o644)
+			if err != nil {
+				return fmt.Errorf("mountpoint %s in the sandbox's rootfs: %w", m.Destination, err)
+			}
+			f.Close()
+		}
+	}
+	return nil
 }

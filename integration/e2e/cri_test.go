@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,8 +49,9 @@ func randHex(n int) string {
 }
 
 // newCRIEnv starts a daemon serving CRI with a bridge network (its own
-// bridge name and /24) and an insecure registry.
-func newCRIEnv(t *testing.T) *criEnv {
+// bridge name and /24) and an insecure registry. extra gives more daemon
+// flags, knowing the registry.
+func newCRIEnv(t *testing.T, extra ...func(*criEnv) []string) *criEnv {
 	t.Helper()
 	fixture.RequireRoot(t)
 	for _, p := range []string{"bridge", "host-local", "loopback", "portmap"} {
@@ -81,7 +83,15 @@ func newCRIEnv(t *testing.T) *criEnv {
 	}
 	sock := filepath.Join(d.Dir, "cri.sock")
 	d.Args = append(d.Args, "--cri-listen", sock, "--root", filepath.Join(d.Dir, "root"), "--cni-conf-dir", confDir,
-		"--insecure-registry", e.reg.Host, "--sandbox-pause", fixture.Pause(t))
+		"--insecure-registry", e.reg.Host)
+	var more []string
+	for _, f := range extra {
+		more = append(more, f(e)...)
+	}
+	if !slices.Contains(more, "--sandbox-image") {
+		d.Args = append(d.Args, "--sandbox-pause", fixture.Pause(t))
+	}
+	d.Args = append(d.Args, more...)
 	d.Start()
 	t.Cleanup(func() {
 		if strings.Contains(d.Log.String(), raceWarning) {
