@@ -448,7 +448,12 @@ func TestCRIPod(t *testing.T) {
 func removePod(t *testing.T, e *criEnv, podID string) {
 	t.Helper()
 	ctx := cctx(t)
-	running := []string{podID}
+	var running []string
+	if ps, err := e.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: podID}); err != nil {
+		t.Fatal(err)
+	} else if ps.Status.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+		running = append(running, podID)
+	}
 	cs, err := e.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: podID}})
 	if err != nil {
 		t.Fatal(err)
