@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
-	"golang.org/x/sys/unix"
 
 	"github.com/evjournal/containerd/cri/crilog"
 	"github.com/evjournal/containerd/integration/fixture"
@@ -185,11 +184,7 @@ func rotateAndReopen(t *testing.T, s *Supervisor, id, pid, path, suffix string) 
 func TestRealCRILogFullDisk(t *testing.T) {
 	env := newRealEnv(t)
 	s := env.start(env.config())
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=16k"); err != nil {
-		t.Fatalf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	dir := fixture.SmallTmpfs(t, "16k")
 	big := strings.Repeat("z", 100<<10)
 	sub := liveSub(t, s)
 	createReal(t, s, CreateRequest{ID: env.id("full"), Stdio: runtime.Stdio{LogPath: filepath.Join(dir, "0.log")},

@@ -6,62 +6,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	metrics "github.com/rcrowley/go-metrics"
-	"golang.org/x/sys/unix"
 
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/integration/fixture"
 	"github.com/evjournal/containerd/supervisor/journal"
 )
-
-// smallTmpfs mounts a private tmpfs of size bytes on a new dir and returns it.
-func smallTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	fixture.RequireRoot(t)
-	dir := filepath.Join(t.TempDir(), "journal")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
-		t.Fatalf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fillDisk fills dir's file system to the last byte with one file, whose
-// path it returns (remove it to free the space).
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, n := range []int{4096, 1} {
-		buf := make([]byte, n)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("fill %s: %v", dir, err)
-				}
-				break
-			}
-		}
-	}
-	return path
-}
 
 func gaugeValue(t *testing.T, s *Supervisor, name string) int64 {
 	t.Helper()
@@ -143,13 +98,13 @@ func TestJournalFullHoldsEventsAndRecovers(t *testing.T) {
 }
 
 func testJournalFull(t *testing.T, policy journal.SyncPolicy) {
-	jdir := smallTmpfs(t, "256k")
+	jdir := fixture.SmallTmpfs(t, "256k")
 	rt := newFakeRuntime()
 	h := newHarnessWith(t, rt, t.TempDir(), func(c *Config) { c.JournalDir, c.SyncPolicy = jdir, policy })
 	a := h.create("a")
 	e1 := h.exec(a, "e1")
 	live := h.expect("start-container a", "start-process a e1")
-	filler := fillDisk(t, jdir)
+	filler := fixture.FillFS(t, jdir)
 
 	// Creates succeed while the last page of the segment has room, then
 	// one fails: it was under way, so its container is killed.
@@ -241,12 +196,12 @@ func assertStoredEqual(t *testing.T, stored, live []journal.Event) {
 // held (never journaled, never marked as published) replays that exit once
 // at its next start, when the journal can write again.
 func TestStopWhileDegradedReplaysHeldExits(t *testing.T) {
-	jdir := smallTmpfs(t, "256k")
+	jdir := fixture.SmallTmpfs(t, "256k")
 	rt, dir := newFakeRuntime(), t.TempDir()
 	h := newHarnessWith(t, rt, dir, func(c *Config) { c.JournalDir = jdir })
 	a := h.create("a")
 	h.expect("start-container a")
-	filler := fillDisk(t, jdir)
+	filler := fixture.FillFS(t, jdir)
 	// Fill the segment's last page too: creates until one is refused.
 	for i := 0; i < 200; i++ {
 		if _, err := h.s.CreateContainer(context.Background(), CreateRequest{ID: fmt.Sprintf("p%d", i), Bundle: "/b"}); err != nil {

@@ -92,7 +92,7 @@ func initExits(evs []journal.Event) map[string]int {
 // exactly once.
 func TestRealJournalFull(t *testing.T) {
 	env := newRealEnv(t)
-	jdir := smallTmpfs(t, "256k")
+	jdir := fixture.SmallTmpfs(t, "256k")
 	cfg := env.config()
 	cfg.JournalDir = jdir
 	s := env.start(cfg)
@@ -114,7 +114,7 @@ func TestRealJournalFull(t *testing.T) {
 	}
 	execSleep(t, s, env.id("a0"), "x0")
 
-	filler := fillDisk(t, jdir)
+	filler := fixture.FillFS(t, jdir)
 	// A load of creates and execs until the journal refuses each of them.
 	var mu sync.Mutex
 	var wg sync.WaitGroup

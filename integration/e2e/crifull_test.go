@@ -1,67 +1,15 @@
 package e2e
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/evjournal/containerd/integration/fixture"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
-
-// smallRoot mounts a private tmpfs of size on a new dir: a --root that
-// can fill up. Whatever is still mounted in it is detached at the end.
-func smallRoot(t *testing.T, size string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "root")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
-		t.Fatalf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() {
-		points := fixture.MountsUnder(t, dir)
-		sort.Sort(sort.Reverse(sort.StringSlice(points)))
-		for _, p := range points {
-			unix.Unmount(p, unix.MNT_DETACH)
-		}
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fillUp fills dir's file system to its last byte with one file, whose
-// path it returns (remove it to free the space).
-func fillUp(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, n := range []int{1 << 16, 1} {
-		buf := make([]byte, n)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("fill %s: %v", dir, err)
-				}
-				break
-			}
-		}
-	}
-	return path
-}
 
 // TestCRIDiskFull: with --root on a file system that is full, CreateContainer
 // and RunPodSandbox are refused with ResourceExhausted naming the cause, and
@@ -70,7 +18,7 @@ func fillUp(t *testing.T, dir string) string {
 // freed both work again, with no restart of the daemon.
 func TestCRIDiskFull(t *testing.T) {
 	t.Parallel()
-	root := smallRoot(t, "64m")
+	root := fixture.SmallTmpfs(t, "64m")
 	e := newCRIEnv(t, func(*criEnv) []string { return []string{"--root", root} })
 	ctx := cctx(t)
 	ref := e.pushTestinit(t, "e2e/full:1")
@@ -89,7 +37,7 @@ func TestCRIDiskFull(t *testing.T) {
 	netnsDir := filepath.Join(e.d.StateDir, ".cri", "netns")
 	netnsBefore, _ := os.ReadDir(netnsDir)
 
-	filler := fillUp(t, root)
+	filler := fixture.FillFS(t, root)
 	full := func(what string, err error) {
 		t.Helper()
 		wantCRICode(t, what+" on a full disk", err, codes.ResourceExhausted)

@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -33,10 +30,7 @@ func TestJournalDiskFull(t *testing.T) {
 		if err := os.MkdirAll(d.JournalDir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := unix.Mount("tmpfs", d.JournalDir, "tmpfs", 0, "size=256k,mode=0700"); err != nil {
-			t.Fatalf("mount tmpfs: %v", err)
-		}
-		t.Cleanup(func() { unix.Unmount(d.JournalDir, unix.MNT_DETACH) })
+		fixture.MountTmpfs(t, d.JournalDir, "256k")
 		d.Args = append(d.Args, "--metrics-address", addr)
 	})
 	all := d.SubscribeAfter(time.Unix(0, 0), "")
@@ -45,7 +39,7 @@ func TestJournalDiskFull(t *testing.T) {
 	create(t, d, first, fixture.NewBundle(t, fixture.Args("sleep", "forever")))
 	live := []*types.Event{all.Next(20 * time.Second)}
 
-	filler := fillDir(t, d.JournalDir)
+	filler := fixture.FillFS(t, d.JournalDir)
 	var refusal error
 	for i := 0; refusal == nil && i < 100; i++ {
 		id := first + "-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
@@ -115,30 +109,6 @@ func TestJournalDiskFull(t *testing.T) {
 	for _, c := range infos.GetContainers() {
 		signal(t, d, c.GetId(), "init", syscall.SIGKILL)
 	}
-}
-
-// fillDir fills dir's file system to the last byte with one file, whose
-// path it returns.
-func fillDir(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, n := range []int{4096, 1} {
-		buf := make([]byte, n)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("fill %s: %v", dir, err)
-				}
-				break
-			}
-		}
-	}
-	return path
 }
 
 // gauge scrapes one gauge's value.
