@@ -82,11 +82,6 @@ func clampStatus(v int64) uint32 {
 // previous record where they repeat (a replay decodes millions).
 type decoder struct {
 	last [3]string // id, pid, incarnation of the previous record
-	// seen interns the ids, pids and incarnations decoded so far (up to
-	// maxInterned): a journal names the same few containers over and over,
-	// and a string made once per value instead of once per record spares a
-	// replay of millions most of its allocations.
-	seen map[string]string
 	// The date and time of day ("2006-01-02T15:04:05") of the last
 	// timestamp parsed on the fast path, and its seconds since the epoch.
 	// Zero until then: no timestamp matches 19 NUL bytes.

@@ -85,31 +85,12 @@ func (c *cursor) num() []byte {
 
 func (c *cursor) check(ok bool) { c.ok = c.ok && ok }
 
-// str returns b as a string: the previous record's field k if equal, else
-// an interned copy.
+// str returns b as a string, the previous record's field k if equal.
 func (d *decoder) str(k int, b []byte) string {
 	if string(b) != d.last[k] {
-		d.last[k] = d.intern(b)
+		d.last[k] = string(b)
 	}
 	return d.last[k]
-}
-
-// maxInterned bounds the decoder's table: past it, new values are
-// allocated each time (a journal of ever new ids costs what it did).
-const maxInterned = 4096
-
-func (d *decoder) intern(b []byte) string {
-	if s, ok := d.seen[string(b)]; ok { // no allocation for the lookup
-		return s
-	}
-	s := string(b)
-	if len(d.seen) < maxInterned {
-		if d.seen == nil {
-			d.seen = make(map[string]string, 64)
-		}
-		d.seen[s] = s
-	}
-	return s
 }
 
 // scanString reads a plain string starting at b[i] == '"' and returns its
