@@ -13,6 +13,10 @@ RUNC ?= $(BIN)/runc
 export RUNC
 export SHIM := $(BIN)/containerd-shim
 export TESTINIT := $(BIN)/testinit
+# CONTAINERD stays unset: the end-to-end suite then builds a -race daemon of
+# its own (bin/containerd.race). The fixture rebuilds bin/containerd, ctr and
+# pause with this Makefile's flags, so `make bench` after `make test`
+# measures the same kind of binary.
 
 GOFILES := $(shell find . -name '*.go' -not -path './bin/*')
 
