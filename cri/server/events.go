@@ -71,41 +71,64 @@ func (s *Server) load() error {
 // stored since (synchronously: when Start returns, the records are current,
 // so no CRI call sees an exit that happened while the daemon was down as
 // still running), then follows the live events from there, with no gap.
-// When the journal cannot replay from the cursor (a new journal, or the
-// events were compacted away), it follows live events only and reconciles
-// the records with what the supervisor runs: an exit it cannot replay is
-// recorded with status 255.
+// When the journal cannot replay from the cursor (a journal that replaced
+// a lost one, or the events were compacted away), it applies everything the
+// journal still holds instead (an exit the supervisor replayed at its
+// restore is there with its real status), follows live from there, and
+// reconciles the records with what the supervisor runs: only an exit found
+// nowhere is recorded with status 255.
 func (s *Server) subscribe(ctx context.Context) (*supervisor.Subscription, error) {
 	var cur cursor
 	if data, err := os.ReadFile(filepath.Join(s.cfg.Root, cursorFile)); err == nil {
 		json.Unmarshal(data, &cur)
 	}
-	if cur.Seq > 0 {
-		last, err := s.catchUp(ctx, cur)
-		if err == nil {
-			sub, err := s.sup.Subscribe(ctx, supervisor.SubscribeRequest{AfterSeq: last, JournalID: cur.Journal})
-			if err == nil {
-				return sub, nil
-			}
+	if cur.Seq == 0 {
+		// Nothing applied yet (a first start): live events only.
+		sub, err := s.sup.Subscribe(ctx, supervisor.SubscribeRequest{})
+		if err != nil {
+			return nil, fmt.Errorf("cri: subscribe to events: %w", err)
 		}
-		s.log.WithError(err).Warn("cri: cannot replay the events since the last one applied; reconciling with the running containers instead")
+		s.reconcile(ctx)
+		return sub, nil
 	}
-	sub, err := s.sup.Subscribe(ctx, supervisor.SubscribeRequest{})
+	last, err := s.catchUp(ctx, supervisor.SubscribeRequest{AfterSeq: cur.Seq, JournalID: cur.Journal, StoredOnly: true}, cur.Seq)
+	if err == nil {
+		sub, err := s.sup.Subscribe(ctx, supervisor.SubscribeRequest{AfterSeq: last, JournalID: cur.Journal})
+		if err == nil {
+			return sub, nil
+		}
+	}
+	s.log.WithError(err).Warn("cri: cannot replay the events since the last one applied; applying what the journal holds, then reconciling with the running containers")
+	start := time.Now()
+	last, err = s.catchUp(ctx, supervisor.SubscribeRequest{After: time.Unix(0, 0), StoredOnly: true}, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cri: replay the journal: %w", err)
+	}
+	req := supervisor.SubscribeRequest{}
+	if last > 0 {
+		req = supervisor.SubscribeRequest{AfterSeq: last, JournalID: s.sup.JournalID()}
+	}
+	sub, err := s.sup.Subscribe(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("cri: subscribe to events: %w", err)
+	}
+	s.log.WithField("last_seq", last).WithField("took", time.Since(start)).Info("cri: applied what the journal holds")
+	if last > 0 {
+		s.saveCursor(last) // the next start replays from here, not all again
 	}
 	s.reconcile(ctx)
 	return sub, nil
 }
 
-// catchUp applies the stored events after cur; it returns the last seq seen.
-func (s *Server) catchUp(ctx context.Context, cur cursor) (uint64, error) {
-	sub, err := s.sup.Subscribe(ctx, supervisor.SubscribeRequest{AfterSeq: cur.Seq, JournalID: cur.Journal, StoredOnly: true})
+// catchUp applies the stored events r selects; it returns the last seq
+// seen (from when there are none).
+func (s *Server) catchUp(ctx context.Context, r supervisor.SubscribeRequest, from uint64) (uint64, error) {
+	sub, err := s.sup.Subscribe(ctx, r)
 	if err != nil {
 		return 0, err
 	}
 	defer sub.Close()
-	last := cur.Seq
+	last := from
 	for {
 		ev, err := sub.Next(ctx)
 		if errors.Is(err, io.EOF) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -73,4 +74,71 @@ func TestCRIKilledInsideRunPodSandbox(t *testing.T) {
 	waitDead(t, pause)
 	waitDead(t, shim)
 	removePod(t, e, podID)
+}
+
+// TestCRIJournalLost: the journal lost while the daemon is down (its dir
+// emptied) and a container killed meanwhile. The CRI service's cursor names
+// the old journal, so it cannot replay from it; it applies what the new
+// journal holds instead, where the supervisor's restore put the exit with
+// its real status: EXITED 137, not the 255 of an exit found nowhere. The
+// pod and the other container keep running; a second restart changes
+// nothing.
+func TestCRIJournalLost(t *testing.T) {
+	t.Parallel()
+	e := newCRIEnv(t)
+	ctx := cctx(t)
+	ref := e.pushTestinit(t, "e2e/lost:1")
+	if _, err := e.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
+		t.Fatal(err)
+	}
+	podCfg := e.podConfig(t, "lost")
+	run, err := e.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podCfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, name := range []string{"dies", "lives"} {
+		cr, err := e.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: run.PodSandboxId, SandboxConfig: podCfg,
+			Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: name}, Image: &runtimeapi.ImageSpec{Image: ref}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: cr.ContainerId}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, cr.ContainerId)
+	}
+	dies, lives := ids[0], ids[1]
+	pid := initPid(t, e.d, dies)
+
+	e.d.Kill()
+	kill(t, pid, syscall.SIGKILL)
+	waitDead(t, pid)
+	entries, err := os.ReadDir(e.d.JournalDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range entries {
+		if err := os.RemoveAll(filepath.Join(e.d.JournalDir, en.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restart(t, e.d)
+
+	cs := wantState(t, e, dies, runtimeapi.ContainerState_CONTAINER_EXITED)
+	if cs.ExitCode != 137 {
+		t.Fatalf("container killed while the daemon was down, journal lost: exit %d (%s), want its real 137", cs.ExitCode, cs.Message)
+	}
+	wantState(t, e, lives, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	ps, err := e.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: run.PodSandboxId})
+	if err != nil || ps.Status.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Fatalf("pod after the restart: %v %v", ps.GetStatus().GetState(), err)
+	}
+	e.d.Stop()
+	restart(t, e.d)
+	if again := wantState(t, e, dies, runtimeapi.ContainerState_CONTAINER_EXITED); again.ExitCode != 137 || again.FinishedAt != cs.FinishedAt {
+		t.Fatalf("after a second restart: exit %d finished %d, was 137 at %d", again.ExitCode, again.FinishedAt, cs.FinishedAt)
+	}
+	wantState(t, e, lives, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	removePod(t, e, run.PodSandboxId)
 }
