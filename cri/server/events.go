@@ -100,8 +100,23 @@ func (s *Server) subscribe(ctx context.Context) (*supervisor.Subscription, error
 	}
 	s.log.WithError(err).Warn("cri: cannot replay the events since the last one applied; applying what the journal holds, then reconciling with the running containers")
 	start := time.Now()
-	last, err = s.catchUp(ctx, supervisor.SubscribeRequest{After: time.Unix(0, 0), StoredOnly: true}, 0)
+	all := supervisor.SubscribeRequest{After: time.Unix(0, 0), StoredOnly: true}
+	if last, err = s.catchUp(ctx, all, 0); err != nil {
+		return nil, fmt.Errorf("cri: replay the journal: %w", err)
+	}
+	// What the supervisor has, then what was journaled up to then: a
+	// container it no longer has had its exit journaled before that (it
+	// removes a container in the step that journals its exit), so the
+	// second catch-up applies it and the reconcile below sees it exited.
+	infos, err := s.sup.State(ctx, "")
 	if err != nil {
+		return nil, fmt.Errorf("cri: reconcile: %w", err)
+	}
+	since := all
+	if last > 0 {
+		since = supervisor.SubscribeRequest{AfterSeq: last, JournalID: s.sup.JournalID(), StoredOnly: true}
+	}
+	if last, err = s.catchUp(ctx, since, last); err != nil {
 		return nil, fmt.Errorf("cri: replay the journal: %w", err)
 	}
 	req := supervisor.SubscribeRequest{}
@@ -116,7 +131,7 @@ func (s *Server) subscribe(ctx context.Context) (*supervisor.Subscription, error
 	if last > 0 {
 		s.saveCursor(last) // the next start replays from here, not all again
 	}
-	s.reconcile(ctx)
+	s.reconcileWith(infos)
 	return sub, nil
 }
 
@@ -144,21 +159,30 @@ func (s *Server) catchUp(ctx context.Context, r supervisor.SubscribeRequest, fro
 	}
 }
 
-// reconcile marks exited what the records say runs but the supervisor does
-// not run.
+// reconcile marks exited what the records say runs but the supervisor no
+// longer has. A container the supervisor still has, even stopped, is left
+// alone: its exit event is yet to come (the supervisor removes a container
+// only once its exit is journaled), and the live subscription brings it
+// with its real status.
 func (s *Server) reconcile(ctx context.Context) {
 	infos, err := s.sup.State(ctx, "")
 	if err != nil {
 		s.log.WithError(err).Warn("cri: reconcile: state")
 		return
 	}
+	s.reconcileWith(infos)
+}
+
+// reconcileWith is reconcile with the supervisor's containers given.
+func (s *Server) reconcileWith(infos []supervisor.ContainerInfo) {
 	live := map[string]bool{}
 	for _, in := range infos {
-		live[in.ID] = in.Status != supervisor.StatusStopped
+		live[in.ID] = true
 	}
 	now := time.Now()
 	for _, c := range s.containers {
 		if c.rec.State == stateRunning && !live[c.rec.ID] {
+			c.rec.Reconciled = true
 			s.applyContainerExit(c, exitInfo{status: 255, at: now}, "the exit is no longer in the daemon's journal")
 		}
 	}
@@ -253,8 +277,12 @@ func (s *Server) apply(ev journal.Event) bool {
 		if ev.Pid != "init" {
 			return false
 		}
+		// A real exit also replaces the 255 a reconcile gave for want of
+		// one: the supervisor may journal an exit it found at its restore
+		// just after the service reconciled.
 		if c, ok := s.containers[ev.ID]; ok && (c.rec.Incarnation == "" || c.rec.Incarnation == ev.Incarnation) &&
-			(c.rec.State == stateRunning || c.rec.State == stateCreated && c.rec.StartedAt == 0) {
+			(c.rec.State == stateRunning || c.rec.State == stateCreated && c.rec.StartedAt == 0 || c.rec.Reconciled) {
+			c.rec.Reconciled = false
 			s.applyContainerExit(c, info, "")
 			return true
 		}

@@ -70,6 +70,9 @@ type containerRecord struct {
 	OOMKilled   bool   `json:"oomKilled,omitempty"`
 	// User is the identity the spec gives the process (ContainerStatus.user).
 	User *specs.User `json:"user,omitempty"`
+	// Reconciled: the exit was not found and 255 recorded instead; a real
+	// exit of this incarnation that comes later replaces it.
+	Reconciled bool `json:"reconciled,omitempty"`
 }
 
 func marshalProto(m proto.Message) (json.RawMessage, error) {
