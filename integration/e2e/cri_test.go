@@ -540,27 +540,25 @@ func waitLog(t *testing.T, path string, done func([]crilog.Record) bool) []crilo
 	}
 }
 
-// TestCRIRestart: a container that dies while the daemon is down (SIGKILL
-// of the daemon, then of the container's process) is EXITED with its real
-// status once the daemon is back, the exit applied once (a second restart
-// changes nothing), and its pod is still ready and usable.
-func TestCRIRestart(t *testing.T) {
-	t.Parallel()
-	e := newCRIEnv(t)
+// runDiesAndLives pulls the test init image and runs a pod name with two
+// containers of it, "dies" and "lives", both sleeping: the restart tests
+// kill one behind the daemon's back and watch the other.
+func (e *criEnv) runDiesAndLives(t *testing.T, name string) (run *runtimeapi.RunPodSandboxResponse, dies, lives string) {
+	t.Helper()
 	ctx := cctx(t)
-	ref := e.pushTestinit(t, "e2e/restart:1")
+	ref := e.pushTestinit(t, "e2e/"+name+":1")
 	if _, err := e.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
 		t.Fatal(err)
 	}
-	podCfg := e.podConfig(t, "restart")
+	podCfg := e.podConfig(t, name)
 	run, err := e.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podCfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
-	for _, name := range []string{"dies", "lives"} {
+	for _, c := range []string{"dies", "lives"} {
 		cr, err := e.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: run.PodSandboxId, SandboxConfig: podCfg,
-			Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: name}, Image: &runtimeapi.ImageSpec{Image: ref}, LogPath: name + ".log"}})
+			Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: c}, Image: &runtimeapi.ImageSpec{Image: ref}, LogPath: c + ".log"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -569,7 +567,18 @@ func TestCRIRestart(t *testing.T) {
 		}
 		ids = append(ids, cr.ContainerId)
 	}
-	dies, lives := ids[0], ids[1]
+	return run, ids[0], ids[1]
+}
+
+// TestCRIRestart: a container that dies while the daemon is down (SIGKILL
+// of the daemon, then of the container's process) is EXITED with its real
+// status once the daemon is back, the exit applied once (a second restart
+// changes nothing), and its pod is still ready and usable.
+func TestCRIRestart(t *testing.T) {
+	t.Parallel()
+	e := newCRIEnv(t)
+	ctx := cctx(t)
+	run, dies, lives := e.runDiesAndLives(t, "restart")
 	pid := initPid(t, e.d, dies)
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {

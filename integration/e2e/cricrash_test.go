@@ -87,28 +87,7 @@ func TestCRIJournalLost(t *testing.T) {
 	t.Parallel()
 	e := newCRIEnv(t)
 	ctx := cctx(t)
-	ref := e.pushTestinit(t, "e2e/lost:1")
-	if _, err := e.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
-		t.Fatal(err)
-	}
-	podCfg := e.podConfig(t, "lost")
-	run, err := e.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podCfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, name := range []string{"dies", "lives"} {
-		cr, err := e.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: run.PodSandboxId, SandboxConfig: podCfg,
-			Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: name}, Image: &runtimeapi.ImageSpec{Image: ref}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: cr.ContainerId}); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, cr.ContainerId)
-	}
-	dies, lives := ids[0], ids[1]
+	run, dies, lives := e.runDiesAndLives(t, "lost")
 	pid := initPid(t, e.d, dies)
 
 	e.d.Kill()
