@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -521,6 +522,13 @@ func (s *Server) PodSandboxStatus(ctx context.Context, r *runtimeapi.PodSandboxS
 		}
 	}
 	s.mu.Unlock()
+	// Newest first: kubelet with EventedPLEG takes this list as the pod's
+	// container statuses without sorting it, and its first status of a
+	// name is what it takes for that container's latest attempt. In map
+	// order an older, exited attempt could come first: kubelet then asked
+	// to create an attempt that existed (AlreadyExists) and did not restart
+	// the container (kubelet-e2e with KUBELET_FEATURE_GATES=EventedPLEG=true).
+	slices.SortStableFunc(cs, func(a, b *runtimeapi.ContainerStatus) int { return cmp.Compare(b.CreatedAt, a.CreatedAt) })
 	return &runtimeapi.PodSandboxStatusResponse{Status: st, ContainersStatuses: cs, Timestamp: time.Now().UnixNano()}, nil
 }
 

@@ -372,6 +372,19 @@ func TestCRIPod(t *testing.T) {
 	if _, err := e.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: c3.ContainerId}); err != nil {
 		t.Fatal(err)
 	}
+	// PodSandboxStatus lists the pod's containers newest first: kubelet
+	// with EventedPLEG takes the first of a name as its latest attempt.
+	pss, err := e.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: podID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, cs := range pss.ContainersStatuses {
+		order = append(order, cs.Metadata.Name)
+	}
+	if strings.Join(order, " ") != "stubborn c2 c1" {
+		t.Fatalf("PodSandboxStatus lists the containers %v, want the newest first (stubborn c2 c1)", order)
+	}
 	// SIGTERM only once the handler is in place (its "ignoring" is logged).
 	waitLog(t, filepath.Join(podCfg.LogDirectory, "c3.log"), func(recs []crilog.Record) bool { return len(recs) >= 1 })
 	killStart := time.Now()
