@@ -413,14 +413,7 @@ func (s *Server) ListContainers(ctx context.Context, r *runtimeapi.ListContainer
 	var out []*runtimeapi.Container
 	for _, c := range s.containers {
 		st := containerStatus(c)
-		switch {
-		case f.GetId() != "" && !strings.HasPrefix(c.rec.ID, f.GetId()):
-			continue
-		case f.GetPodSandboxId() != "" && !strings.HasPrefix(c.rec.SandboxID, f.GetPodSandboxId()):
-			continue
-		case f.GetState() != nil && f.GetState().GetState() != st.State:
-			continue
-		case !labelsMatch(c.cfg.GetLabels(), f.GetLabelSelector()):
+		if !c.matches(f.GetId(), f.GetPodSandboxId(), f.GetLabelSelector()) || f.GetState() != nil && f.GetState().GetState() != st.State {
 			continue
 		}
 		out = append(out, &runtimeapi.Container{Id: st.Id, PodSandboxId: c.rec.SandboxID, Metadata: st.Metadata, Image: st.Image,

@@ -558,19 +558,26 @@ func (s *Server) ListPodSandbox(ctx context.Context, r *runtimeapi.ListPodSandbo
 	var out []*runtimeapi.PodSandbox
 	for _, sb := range s.sandboxes {
 		st := sandboxStatus(sb)
-		switch {
-		case f.GetId() != "" && !strings.HasPrefix(sb.rec.ID, f.GetId()):
-			continue
-		case f.GetState() != nil && f.GetState().GetState() != st.State:
-			continue
-		case !labelsMatch(sb.cfg.GetLabels(), f.GetLabelSelector()):
+		if !sb.matches(f.GetId(), f.GetLabelSelector()) || f.GetState() != nil && f.GetState().GetState() != st.State {
 			continue
 		}
 		out = append(out, &runtimeapi.PodSandbox{Id: st.Id, Metadata: st.Metadata, State: st.State, CreatedAt: st.CreatedAt,
 			Labels: st.Labels, Annotations: st.Annotations})
 	}
-	slices.SortFunc(out, func(a, b *runtimeapi.PodSandbox) int { return int(a.CreatedAt - b.CreatedAt) })
+	slices.SortFunc(out, func(a, b *runtimeapi.PodSandbox) int { return cmp.Compare(a.CreatedAt, b.CreatedAt) })
 	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
+}
+
+// matches says whether the pod passes a filter's id prefix and label
+// selector (what ListPodSandbox and ListPodSandboxStats filter on alike).
+func (sb *sandbox) matches(id string, selector map[string]string) bool {
+	return strings.HasPrefix(sb.rec.ID, id) && labelsMatch(sb.cfg.GetLabels(), selector)
+}
+
+// matches says whether the container passes a filter's id and pod id
+// prefixes and label selector (ListContainers, ListContainerStats).
+func (c *container) matches(id, sandboxID string, selector map[string]string) bool {
+	return strings.HasPrefix(c.rec.ID, id) && strings.HasPrefix(c.rec.SandboxID, sandboxID) && labelsMatch(c.cfg.GetLabels(), selector)
 }
 
 func labelsMatch(labels, selector map[string]string) bool {

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/runtime"
@@ -80,9 +79,7 @@ func (s *Server) ListContainerStats(ctx context.Context, r *runtimeapi.ListConta
 	s.mu.Lock()
 	var cs []*container
 	for _, c := range s.containers {
-		if (f.GetId() == "" || strings.HasPrefix(c.rec.ID, f.GetId())) &&
-			(f.GetPodSandboxId() == "" || strings.HasPrefix(c.rec.SandboxID, f.GetPodSandboxId())) &&
-			labelsMatch(c.cfg.GetLabels(), f.GetLabelSelector()) {
+		if c.matches(f.GetId(), f.GetPodSandboxId(), f.GetLabelSelector()) {
 			cs = append(cs, c)
 		}
 	}
@@ -146,7 +143,7 @@ func (s *Server) ListPodSandboxStats(ctx context.Context, r *runtimeapi.ListPodS
 	s.mu.Lock()
 	var sbs []*sandbox
 	for _, sb := range s.sandboxes {
-		if (f.GetId() == "" || strings.HasPrefix(sb.rec.ID, f.GetId())) && labelsMatch(sb.cfg.GetLabels(), f.GetLabelSelector()) {
+		if sb.matches(f.GetId(), f.GetLabelSelector()) {
 			sbs = append(sbs, sb)
 		}
 	}

@@ -20,8 +20,7 @@ import (
 // change: the error names it.
 func searchableFromUserNS(own, path string) error {
 	own, path = filepath.Clean(own), filepath.Clean(path)
-	rel, err := filepath.Rel(own, path)
-	if err != nil || rel == ".." || filepath.IsAbs(rel) || (len(rel) > 2 && rel[:3] == "../") {
+	if path != own && own != "/" && !strings.HasPrefix(path, own+string(filepath.Separator)) {
 		return fmt.Errorf("%s is not under %s", path, own)
 	}
 	for d := path; ; d = filepath.Dir(d) {
