@@ -12,7 +12,6 @@ import (
 	"github.com/evjournal/containerd/api"
 	"github.com/evjournal/containerd/api/types"
 	"github.com/evjournal/containerd/supervisor"
-	"github.com/evjournal/containerd/supervisor/journal"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -46,7 +45,7 @@ func (s *Server) Events(r *types.EventsRequest, stream types.API_EventsServer) e
 		if err != nil {
 			return s.endStream(ctx.Err(), err)
 		}
-		if err := stream.Send(eventToProto(ev, journalID)); err != nil {
+		if err := stream.SendMsg(encodeEvent(ev, journalID)); err != nil {
 			return err
 		}
 	}
@@ -107,23 +106,4 @@ func replayAfter(ts *timestamppb.Timestamp) (time.Time, error) {
 		return time.Time{}, nil // 0001-01-01T00:00:00Z: what `ctr events` sends for "no replay"
 	}
 	return t, nil
-}
-
-// eventToProto fills the v0.2 fields and the seq, journal id and exitedAt
-// extensions. Fields that do not apply to the event type are zero in the
-// journal and stay so here.
-func eventToProto(ev journal.Event, journalID string) *types.Event {
-	p := &types.Event{
-		Type:      ev.Type,
-		Id:        ev.ID,
-		Status:    ev.Status,
-		Pid:       ev.Pid,
-		Timestamp: timestamppb.New(ev.Timestamp),
-		Seq:       ev.Seq,
-		JournalId: journalID,
-	}
-	if !ev.ExitedAt.IsZero() {
-		p.ExitedAt = timestamppb.New(ev.ExitedAt)
-	}
-	return p
 }

@@ -90,6 +90,7 @@ func (s *Server) SetServing(serving bool) {
 // grpc's defaults, which v0.2 clients need (docs/api.md 1.1).
 func ServerOptions(log *logrus.Entry) []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newServerCodec()), // events encoded once, directly (wireevent.go)
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 			defer recoverTo(log, info.FullMethod, &err)
 			return h(ctx, req)

@@ -182,10 +182,15 @@ func (b *bench) journal10m() error {
 	return b.last100GRPC(d.Client, n)
 }
 
+// last100Calls is the sample of last100GRPC. The p99 of 2000 calls is the
+// 20th slowest; of 200 (before 2026-11-27) it was the second slowest, which
+// one GC cycle of the daemon or of the bench itself decided.
+const last100Calls = 2000
+
 func (b *bench) last100GRPC(c types.APIClient, n int) error {
 	from := benchTS(n - 101)
 	var lat []float64
-	for i := 0; i < 200; i++ {
+	for i := 0; i < last100Calls; i++ {
 		t0 := time.Now()
 		got, err := storedReplay(c, from)
 		if err != nil {
@@ -197,7 +202,7 @@ func (b *bench) last100GRPC(c types.APIClient, n int) error {
 		}
 	}
 	b.rep.Add(harness.Figure{Name: "replay_last100_of_10m_grpc_ms", Value: harness.Percentile(lat, 99), Unit: "ms", Target: "<= 2", Goal: 2, Max: true,
-		Note: fmt.Sprintf("Events{timestamp, storedOnly} for the last 100 of %d events through the daemon's gRPC API: p99 of 200 (median %.2f ms)", n, harness.Median(lat))})
+		Note: fmt.Sprintf("Events{timestamp, storedOnly} for the last 100 of %d events through the daemon's gRPC API: p99 of %d sequential calls (median %.2f ms, max %.2f ms)", n, last100Calls, harness.Median(lat), harness.Percentile(lat, 100))})
 	return nil
 }
 

@@ -1,0 +1,65 @@
+package gcfloor
+
+import (
+	"runtime"
+	rtmetrics "runtime/metrics"
+	"testing"
+	"time"
+)
+
+func TestPercent(t *testing.T) {
+	const MiB = 1 << 20
+	for _, c := range []struct {
+		live, headroom uint64
+		want           int
+	}{
+		{0, 8 * MiB, 200},           // nothing marked yet: the runtime's minimum alone, 8 MiB
+		{2 * MiB, 8 * MiB, 250},     // the minimum (10 MiB) decides, not 8/2 = 400
+		{6 * MiB, 8 * MiB, 133},     // 6 × 2.33 = 14 MiB; the minimum would be 5.3
+		{8 * MiB, 8 * MiB, 100},     // exactly the default
+		{64 * MiB, 8 * MiB, 100},    // a large heap: the default, never lower
+		{1 * MiB, 16 * MiB, 425},    // (1+16)/4
+		{512 * MiB, 16 * MiB, 100},  // large
+		{3 * MiB, 0, 100},           // no headroom asked
+		{100 * MiB, 400 * MiB, 400}, // headroom/live
+	} {
+		if got := Percent(c.live, c.headroom); got != c.want {
+			t.Errorf("Percent(%d MiB, %d MiB) = %d, want %d", c.live/MiB, c.headroom/MiB, got, c.want)
+		}
+	}
+}
+
+func readUint(name string) uint64 {
+	s := []rtmetrics.Sample{{Name: name}}
+	rtmetrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// After collections, the goal the runtime set is at least the live heap
+// plus the headroom (for a test binary's small heap, up to the 4 MiB-scaled
+// minimum above it), and Stop puts GOGC back to 100.
+func TestKeepRaisesTheGoal(t *testing.T) {
+	const headroom = 12 << 20
+	tu := Keep(headroom)
+	defer tu.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for tu.cycles.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d GC cycles seen by the tuner in 10 s, want 3", tu.cycles.Load())
+		}
+		runtime.GC()
+		runtime.Gosched()
+	}
+	runtime.GC() // a goal computed with the tuned GOGC
+	live, goal, gogc := readUint("/gc/heap/live:bytes"), readUint("/gc/heap/goal:bytes"), readUint("/gc/gogc:percent")
+	if want := Percent(live, headroom); gogc < uint64(want)*9/10 || gogc > uint64(want)*11/10+1 {
+		t.Errorf("GOGC %d with a live heap of %d bytes, want about %d", gogc, live, want)
+	}
+	if goal < live+headroom*9/10 {
+		t.Errorf("heap goal %d bytes, live %d: less than the %d bytes of headroom asked", goal, live, headroom)
+	}
+	tu.Stop()
+	if gogc := readUint("/gc/gogc:percent"); gogc != 100 {
+		t.Errorf("GOGC %d after Stop, want 100", gogc)
+	}
+}
