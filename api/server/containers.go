@@ -102,6 +102,11 @@ func createRequest(r *types.CreateContainerRequest) supervisor.CreateRequest {
 
 // State lists one container (id set) or all, plus the host's facts.
 func (s *Server) State(ctx context.Context, r *types.StateRequest) (*types.StateResponse, error) {
+	leave, err := s.state.enter(ctx)
+	if err != nil {
+		return nil, api.ToGRPC(err)
+	}
+	defer leave()
 	infos, err := s.sup.State(ctx, r.GetId())
 	if err != nil {
 		return nil, api.ToGRPC(err)

@@ -36,6 +36,7 @@ type Server struct {
 	log     *logrus.Entry
 	health  *health.Server
 	machine *types.Machine // host facts, read once
+	state   *stateGate     // State calls running at once (stategate.go)
 }
 
 // Option configures New.
@@ -58,6 +59,7 @@ func newServer(b backend, opts ...Option) *Server {
 		log:     logrus.NewEntry(logrus.StandardLogger()),
 		health:  health.NewServer(),
 		machine: machineInfo(),
+		state:   newStateGate(stateGateWidth()),
 	}
 	for _, o := range opts {
 		o(s)
