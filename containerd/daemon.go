@@ -130,8 +130,10 @@ func (d *daemon) run(cfg config, listeners []net.Listener, stop <-chan os.Signal
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// Bursts (a replay, a hundred State polls) collect every gcHeadroom of
-	// garbage instead of every 2-4 MiB; idle, trimWhenIdle returns it.
-	defer gcfloor.Keep(gcHeadroom).Stop()
+	// garbage instead of every 2-4 MiB; idle, trimWhenIdle pauses that and
+	// returns the free heap.
+	gcTuner := gcfloor.Keep(gcHeadroom)
+	defer gcTuner.Stop()
 	stopDebug, err := startDebugServers(cfg, d.registry, d.log)
 	if err != nil {
 		d.shutdown(time.Now().Add(shutdownBudget))
@@ -161,7 +163,7 @@ func (d *daemon) run(cfg config, listeners []net.Listener, stop <-chan os.Signal
 		serveErr = merge(serveErr, criErr)
 	}
 	d.log.Info("containerd serving")
-	go trimWhenIdle(ctx, d.registry, d.log)
+	go trimWhenIdle(ctx, d.registry, d.log, gcTuner)
 	select {
 	case sig := <-stop:
 		deadline := time.Now().Add(shutdownBudget)

@@ -9,6 +9,7 @@ import (
 	metrics "github.com/rcrowley/go-metrics"
 	"github.com/sirupsen/logrus"
 
+	"github.com/evjournal/containerd/internal/gcfloor"
 	"github.com/evjournal/containerd/internal/memtrim"
 )
 
@@ -24,7 +25,10 @@ const idleTrimAfter = 500 * time.Millisecond
 // resident what it runs while idle, not its whole 15 MB binary. A trim
 // costs about a millisecond; the pages the next request runs fault back
 // in (a minor fault per 64 KiB).
-func trimWhenIdle(ctx context.Context, r metrics.Registry, log *logrus.Entry) {
+//
+// The GC tuner's burst headroom (internal/gcfloor) is paused before each
+// trim and resumed when work comes back.
+func trimWhenIdle(ctx context.Context, r metrics.Registry, log *logrus.Entry, gc *gcfloor.Tuner) {
 	tasks := metrics.GetOrRegisterCounter("tasks", r)
 	t := time.NewTicker(idleTrimAfter)
 	defer t.Stop()
@@ -35,8 +39,12 @@ func trimWhenIdle(ctx context.Context, r metrics.Registry, log *logrus.Entry) {
 	last, dirty := activity(), true
 	for {
 		if n := activity(); n != last {
+			if !dirty {
+				gc.Resume()
+			}
 			last, dirty = n, true
 		} else if dirty {
+			gc.Pause()
 			trim(log)
 			last, dirty = activity(), false
 		}

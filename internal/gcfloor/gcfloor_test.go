@@ -63,3 +63,31 @@ func TestKeepRaisesTheGoal(t *testing.T) {
 		t.Errorf("GOGC %d after Stop, want 100", gogc)
 	}
 }
+
+// Paused, the tuner leaves GOGC at 100 through later collections; resumed,
+// it raises it again.
+func TestPauseResume(t *testing.T) {
+	const headroom = 12 << 20
+	tu := Keep(headroom)
+	defer tu.Stop()
+	if gogc := readUint("/gc/gogc:percent"); gogc <= 100 {
+		t.Fatalf("GOGC %d right after Keep, want above 100", gogc)
+	}
+	tu.Pause()
+	seen := tu.cycles.Load()
+	deadline := time.Now().Add(10 * time.Second)
+	for tu.cycles.Load() < seen+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the tuner saw %d GC cycles in 10 s while paused, want 2", tu.cycles.Load()-seen)
+		}
+		runtime.GC()
+		runtime.Gosched()
+	}
+	if gogc := readUint("/gc/gogc:percent"); gogc != 100 {
+		t.Errorf("GOGC %d after collections while paused, want 100", gogc)
+	}
+	tu.Resume()
+	if gogc := readUint("/gc/gogc:percent"); gogc <= 100 {
+		t.Errorf("GOGC %d after Resume, want above 100", gogc)
+	}
+}
