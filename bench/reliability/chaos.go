@@ -407,6 +407,11 @@ func (c *chaosRun) finish() error {
 		}
 		if time.Now().After(deadline) {
 			c.s.cfg.Logf("chaos: containers still there 60 s after the final SIGKILL: listed %d, runc %v", len(st.GetContainers()), r.IDs())
+			for _, id := range r.IDs() {
+				// What the daemon said of it, across its restarts: the
+				// run dir (and the log) is removed when the suite ends.
+				c.s.cfg.Logf("chaos: the daemon's log lines on %s:\n%s", id, strings.Join(c.d.LogLines(id, 60), "\n"))
+			}
 			c.runcLeft = len(r.IDs())
 			break
 		}

@@ -251,6 +251,22 @@ func (d *Daemon) LogTail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// LogLines returns the log lines (of every start) containing sub, at most
+// the last n of them.
+func (d *Daemon) LogLines(sub string, n int) []string {
+	data, _ := os.ReadFile(d.LogPath)
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, sub) || strings.HasPrefix(l, "=== bench: starting daemon") {
+			out = append(out, l)
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
+}
+
 // LogCount counts the log lines containing sub.
 func (d *Daemon) LogCount(sub string) int {
 	data, _ := os.ReadFile(d.LogPath)
