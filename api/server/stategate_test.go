@@ -17,8 +17,9 @@ import (
 // another; a caller that gives up while waiting gets its deadline's error.
 func TestStateGateRunsOneAtATime(t *testing.T) {
 	release := make(chan struct{})
-	var inside, most atomic.Int64
+	var inside, most, entered atomic.Int64
 	b := &fakeBackend{state: func(string) ([]supervisor.ContainerInfo, error) {
+		entered.Add(1)
 		n := inside.Add(1)
 		for {
 			m := most.Load()
@@ -78,5 +79,8 @@ func TestStateGateRunsOneAtATime(t *testing.T) {
 	}
 	if m := most.Load(); m != 1 {
 		t.Errorf("at most %d State calls were inside the backend at once, want 1", m)
+	}
+	if n := entered.Load(); n != calls {
+		t.Errorf("%d State calls reached the backend, want %d: the abandoned one must not run", n, calls)
 	}
 }

@@ -18,8 +18,9 @@ import (
 // ten million events (bench: replay_last100_of_10m_grpc_ms). wireEvent is
 // the same message encoded directly into one buffer; serverCodec sends it
 // as it is and leaves every other message to the proto codec. The bytes
-// are those proto.Marshal gives for eventToProto's message (fields in
-// number order, zero values omitted): TestWireEventMatchesProto.
+// are those proto.Marshal gives for the types.Event that the test's
+// reference, eventToProto, builds (fields in number order, zero values
+// omitted): TestWireEventMatchesProto.
 
 // Field numbers of api.proto's Event and of google.protobuf.Timestamp.
 const (
@@ -39,7 +40,7 @@ const (
 // wireEvent is an Event already in protobuf wire form.
 type wireEvent struct{ buf []byte }
 
-// encodeEvent encodes what eventToProto(ev, journalID) would marshal to.
+// encodeEvent encodes ev as the Event message, with journalID.
 func encodeEvent(ev journal.Event, journalID string) *wireEvent {
 	b := make([]byte, 0, 64+len(ev.Type)+len(ev.ID)+len(ev.Pid)+len(journalID))
 	b = appendString(b, evType, ev.Type)

@@ -20,9 +20,13 @@
 // (containerd/trim.go): left on, an idle daemon's slow trickle of
 // allocations grew its heap toward the raised goal with no collection to
 // stop it (bench: daemon_rss_100_mib 9.6 -> 19.9 MiB).
+//
+// A GOGC set in the environment is the operator's choice: Keep then leaves
+// the collector alone.
 package gcfloor
 
 import (
+	"os"
 	"runtime"
 	"runtime/debug"
 	rtmetrics "runtime/metrics"
@@ -45,9 +49,14 @@ type Tuner struct {
 }
 
 // Keep starts tuning GOGC so that each heap goal is at least the live heap
-// plus headroom bytes.
+// plus headroom bytes. With GOGC in the environment it returns a stopped
+// Tuner: every method is then a no-op.
 func Keep(headroom uint64) *Tuner {
 	t := &Tuner{headroom: headroom}
+	if _, set := os.LookupEnv("GOGC"); set {
+		t.stopped.Store(true)
+		return t
+	}
 	t.tune()
 	t.arm()
 	return t

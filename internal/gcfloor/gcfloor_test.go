@@ -1,6 +1,7 @@
 package gcfloor
 
 import (
+	"os"
 	"runtime"
 	rtmetrics "runtime/metrics"
 	"testing"
@@ -39,6 +40,7 @@ func readUint(name string) uint64 {
 // plus the headroom (for a test binary's small heap, up to the 4 MiB-scaled
 // minimum above it), and Stop puts GOGC back to 100.
 func TestKeepRaisesTheGoal(t *testing.T) {
+	noOperatorGOGC(t)
 	const headroom = 12 << 20
 	tu := Keep(headroom)
 	defer tu.Stop()
@@ -67,6 +69,7 @@ func TestKeepRaisesTheGoal(t *testing.T) {
 // Paused, the tuner leaves GOGC at 100 through later collections; resumed,
 // it raises it again.
 func TestPauseResume(t *testing.T) {
+	noOperatorGOGC(t)
 	const headroom = 12 << 20
 	tu := Keep(headroom)
 	defer tu.Stop()
@@ -90,4 +93,23 @@ func TestPauseResume(t *testing.T) {
 	if gogc := readUint("/gc/gogc:percent"); gogc <= 100 {
 		t.Errorf("GOGC %d after Resume, want above 100", gogc)
 	}
+}
+
+// An operator's GOGC wins: Keep, Pause and Resume leave GOGC as it was.
+func TestKeepLeavesAnOperatorsGOGC(t *testing.T) {
+	t.Setenv("GOGC", "100") // read by the runtime at start only; Keep looks at it
+	tu := Keep(12 << 20)
+	defer tu.Stop()
+	tu.Pause()
+	tu.Resume()
+	runtime.GC()
+	if gogc := readUint("/gc/gogc:percent"); gogc != 100 {
+		t.Errorf("GOGC %d with GOGC set in the environment, want it left at 100", gogc)
+	}
+}
+
+// noOperatorGOGC runs the test as if GOGC were not in the environment.
+func noOperatorGOGC(t *testing.T) {
+	t.Setenv("GOGC", "") // restored after the test
+	os.Unsetenv("GOGC")
 }
