@@ -2,6 +2,7 @@ package journal
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -202,4 +203,67 @@ func TestAppendBatchAndSeqLimit(t *testing.T) {
 	if seq, _ := j.Last(); seq != 1<<64-1 {
 		t.Fatalf("Last = %d", seq)
 	}
+}
+
+// Under SyncBatch and SyncNone, Append writes nothing: Commit writes the
+// batch in one write(2), then syncs (batch). Under SyncAlways each Append
+// is written and synced at once. A batch interrupted before its Commit
+// leaves nothing on disk, and a reopened journal has only what was committed.
+func TestAppendWritesAtCommit(t *testing.T) {
+	for _, tc := range []struct {
+		policy    SyncPolicy
+		perCommit int // writes for 32 appends and their Commit
+	}{{SyncBatch, 1}, {SyncNone, 1}, {SyncAlways, 32}} {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			path := journalPath(t)
+			fs := newFaultFS()
+			j := mustOpen(t, path, Options{Sync: tc.policy, fs: fs})
+			committed := appendN(t, j, 3)
+			size := fileSize(t, j.active.path)
+			w0 := fs.writeCount()
+			for _, ev := range batchOf("b", 32) {
+				if _, err := j.Append(ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.perCommit == 1 {
+				if got := fileSize(t, j.active.path); got != size || fs.writeCount() != w0 {
+					t.Fatalf("before Commit: file %d bytes (was %d), %d writes: appends reached the file", got, size, fs.writeCount()-w0)
+				}
+			}
+			if err := j.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if got := fs.writeCount() - w0; got != tc.perCommit {
+				t.Fatalf("32 appends and a Commit made %d writes, want %d", got, tc.perCommit)
+			}
+			for _, ev := range batchOf("lost", 5) {
+				if _, err := j.Append(ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			all := list(t, j.After(0, ""))
+			if len(all) != 35 {
+				t.Fatalf("%d events visible, want 35 (the uncommitted 5 are not)", len(all))
+			}
+			// Reopen the file without closing j (Close would commit): what a
+			// crash before the Commit leaves.
+			k := mustOpen(t, path, Options{})
+			defer mustClose(t, k)
+			reopened := list(t, k.After(0, ""))
+			if tc.perCommit == 1 {
+				assertEvents(t, reopened, all)
+			}
+			assertEvents(t, reopened[:3], committed)
+		})
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
 }

@@ -11,8 +11,9 @@ import (
 // first writes half its bytes, as a disk filling up mid-record does.
 type faultFS struct {
 	osFS
-	mu   sync.Mutex
-	fail map[string]error
+	mu     sync.Mutex
+	fail   map[string]error
+	writes int // write calls on its files, failed ones included
 }
 
 func newFaultFS() *faultFS {
@@ -26,6 +27,12 @@ func (fs *faultFS) set(op string, err error) {
 }
 
 func (fs *faultFS) clear(op string) { fs.set(op, nil) }
+
+func (fs *faultFS) writeCount() int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.writes
+}
 
 func (fs *faultFS) check(op string) error {
 	fs.mu.Lock()
@@ -75,6 +82,9 @@ type faultFile struct {
 }
 
 func (f *faultFile) Write(b []byte) (int, error) {
+	f.fs.mu.Lock()
+	f.fs.writes++
+	f.fs.mu.Unlock()
 	if err := f.fs.check("write"); err != nil {
 		n, _ := f.file.Write(b[:len(b)/2])
 		return n, &os.PathError{Op: "write", Path: f.Name(), Err: err}

@@ -42,6 +42,7 @@ type Journal struct {
 	active      *activeSeg
 	sealed      []sealed // oldest first; replaced, never changed in place
 	untrusted   bool     // an fsync, directory sync or truncate failed: rewrite the active segment before committing
+	scratch     []byte   // the line being encoded under SyncAlways, reused
 	idUnsaved   bool     // the id could not be written yet: retried before committing
 	sealErr     error    // why the last seal failed
 	sealRetryAt int      // retry sealing once the active segment holds this many
@@ -133,14 +134,11 @@ func (j *Journal) Append(ev Event) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	line, err := appendRecord(nil, ev)
+	n, err := j.writeRecord(ev)
 	if err != nil {
 		return Event{}, err
 	}
-	if err := j.writeRecord(line); err != nil {
-		return Event{}, err
-	}
-	j.active.add(ev, int64(len(line)))
+	j.active.add(ev, n)
 	j.clock.advance(ev, newEpoch)
 	j.stats.appended.Add(1)
 	j.stats.lastAppend.Store(int64(time.Since(start)))
@@ -213,25 +211,58 @@ func (j *Journal) stamp(ev Event) (Event, bool, error) {
 	return ev, newEpoch, nil
 }
 
-// writeRecord writes one complete line, synced under SyncAlways. A failed
-// write or sync rolls back to the last Commit. While the segment is
-// untrusted nothing is written to it: the next Commit rewrites it from memory.
-func (j *Journal) writeRecord(line []byte) error {
-	if j.untrusted {
-		return nil
-	}
+// writeRecord encodes ev as one complete line and returns its length. Under
+// SyncAlways the line is written and synced at once; under the other
+// policies it joins the active segment's unwritten records, which Commit
+// writes. A failed write or sync rolls back to the last Commit. While the
+// segment is untrusted nothing is written to it: the next Commit rewrites it
+// from memory.
+func (j *Journal) writeRecord(ev Event) (int64, error) {
 	a := j.active
+	if j.untrusted {
+		line, err := appendRecord(j.scratch[:0], ev)
+		j.scratch = line
+		return int64(len(line)), err
+	}
+	if j.opts.Sync != SyncAlways {
+		k := len(a.unwritten)
+		buf, err := appendRecord(a.unwritten, ev)
+		if err != nil {
+			a.unwritten = buf[:k]
+			return 0, err
+		}
+		a.unwritten = buf
+		a.end += int64(len(buf) - k)
+		return int64(len(buf) - k), nil
+	}
+	line, err := appendRecord(j.scratch[:0], ev)
+	if err != nil {
+		return 0, err
+	}
+	j.scratch = line
 	if _, err := a.file.Write(line); err != nil {
-		return j.rollback("write", err)
+		return 0, j.rollback("write", err)
 	}
 	a.end += int64(len(line))
 	a.dirty = true
-	if j.opts.Sync == SyncAlways {
-		if err := j.syncActive(); err != nil {
-			j.untrusted = true // the kernel may have dropped the pages: see the package doc
-			return j.rollback("sync", err)
-		}
+	if err := j.syncActive(); err != nil {
+		j.untrusted = true // the kernel may have dropped the pages: see the package doc
+		return 0, j.rollback("sync", err)
 	}
+	return int64(len(line)), nil
+}
+
+// writeUnwritten writes the records Append held for Commit, in one write.
+func (j *Journal) writeUnwritten() error {
+	a := j.active
+	if len(a.unwritten) == 0 {
+		return nil
+	}
+	if _, err := a.file.Write(a.unwritten); err != nil {
+		return err
+	}
+	a.unwritten = a.unwritten[:0]
+	a.dirty = true
 	return nil
 }
 
@@ -280,6 +311,9 @@ func (j *Journal) makeDurable() error {
 			return j.rollback("rewrite", err)
 		}
 		return nil
+	}
+	if err := j.writeUnwritten(); err != nil {
+		return j.rollback("write", err)
 	}
 	if j.opts.Sync == SyncBatch && j.active.dirty {
 		if err := j.syncActive(); err != nil {
