@@ -162,7 +162,7 @@ func (s *fakeSub) Close() {
 
 // startServer serves a Server over an in-memory connection and returns it
 // with a client; both are stopped when the test ends.
-func startServer(t *testing.T, b backend) (*Server, types.APIClient, *grpc.ClientConn) {
+func startServer(t testing.TB, b backend) (*Server, types.APIClient, *grpc.ClientConn) {
 	t.Helper()
 	log := logrus.New()
 	log.SetOutput(io.Discard)

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -100,5 +101,38 @@ func TestEventsWireOverGRPC(t *testing.T) {
 	}
 	if ev, err := st.Recv(); err != io.EOF {
 		t.Fatalf("after the last event: %v, %v; want EOF", ev, err)
+	}
+}
+
+// BenchmarkEventsReplay100 is a stored-only replay of 100 events through
+// the handler, the server's codec and a stock client over an in-memory
+// connection: the path of bench's replay_last100_of_10m_grpc_ms without
+// the journal. allocs/op counts client and server together.
+func BenchmarkEventsReplay100(b *testing.B) {
+	now := time.Date(2026, 11, 27, 1, 2, 3, 456789012, time.UTC)
+	evs := make([]journal.Event, 100)
+	for i := range evs {
+		evs[i] = journal.Event{Type: "exit", ID: fmt.Sprintf("container-%04d", i), Pid: "init", Status: 137,
+			Timestamp: now.Add(time.Duration(i) * time.Microsecond), Seq: uint64(9_999_900 + i), ExitedAt: now}
+	}
+	be := &fakeBackend{subscribe: func(supervisor.SubscribeRequest) (subscription, error) { return newFakeSub(io.EOF, evs...), nil }}
+	_, c, _ := startServer(b, be)
+	req := &types.EventsRequest{Timestamp: timestamppb.New(now), StoredOnly: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		st, err := c.Events(context.Background(), req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for {
+			if _, err := st.Recv(); err != nil {
+				break
+			}
+			n++
+		}
+		if n != len(evs) {
+			b.Fatalf("%d events, want %d", n, len(evs))
+		}
 	}
 }
