@@ -78,10 +78,11 @@ func clampStatus(v int64) uint32 {
 	return uint32(v)
 }
 
-// decoder decodes records one after the other, reusing the strings of the
-// previous record where they repeat (a replay decodes millions).
+// decoder decodes records one after the other, reusing the strings of
+// earlier records where they repeat (a replay decodes millions).
 type decoder struct {
-	last [3]string // id, pid, incarnation of the previous record
+	last [numFields]string // the previous record's, by field (fieldType...)
+	tab  *internTable      // allocated at the first string that is not the previous one
 	// The date and time of day ("2006-01-02T15:04:05") of the last
 	// timestamp parsed on the fast path, and its seconds since the epoch.
 	// Zero until then: no timestamp matches 19 NUL bytes.
@@ -93,24 +94,35 @@ type decoder struct {
 // write or garbage can look like yet still parse: non-objects such as `null`
 // or `7`, and objects without a type or a timestamp.
 func (d *decoder) decode(line []byte) (Event, error) {
-	b := trimSpace(line)
-	if len(b) == 0 || b[0] != '{' {
-		return Event{}, errNotObject
-	}
-	ev, ok := d.decodeFast(b)
-	if !ok {
-		var err error
-		if ev, err = decodeSlow(b); err != nil {
-			return Event{}, err
-		}
-	}
-	if ev.Type == "" {
-		return Event{}, errNoType
-	}
-	if ev.Timestamp.IsZero() {
-		return Event{}, errNoTimestamp
+	var ev Event
+	if err := d.decodeTo(line, &ev); err != nil {
+		return Event{}, err
 	}
 	return ev, nil
+}
+
+// decodeTo is decode into *ev, so that a segment decodes straight into its
+// slice of events rather than copying each ~140-byte Event out of a return
+// value. *ev may hold anything before; after an error it holds garbage.
+func (d *decoder) decodeTo(line []byte, ev *Event) error {
+	b := trimSpace(line)
+	if len(b) == 0 || b[0] != '{' {
+		return errNotObject
+	}
+	if !d.decodeFast(b, ev) {
+		slow, err := decodeSlow(b)
+		if err != nil {
+			return err
+		}
+		*ev = slow
+	}
+	if ev.Type == "" {
+		return errNoType
+	}
+	if ev.Timestamp.IsZero() {
+		return errNoTimestamp
+	}
+	return nil
 }
 
 // appendRecord appends ev as one JSON line to buf. The timestamp is
@@ -132,7 +144,8 @@ func appendRecord(buf []byte, ev Event) ([]byte, error) {
 }
 
 // decodeSlow is encoding/json, for the records the fast path does not take.
-// Apart so that only these pay for the Event the decoder allocates.
+// Apart so that only these pay for the Event the decoder allocates (ev
+// escapes into encoding/json), not the callers' Events.
 func decodeSlow(b []byte) (Event, error) {
 	ev := new(Event)
 	err := json.Unmarshal(b, ev)

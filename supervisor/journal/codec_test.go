@@ -1,11 +1,17 @@
 package journal
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func TestDecodeStatus(t *testing.T) {
@@ -162,7 +168,8 @@ func TestFastCodecMatchesEncodingJSON(t *testing.T) {
 		`{"type":"exit","id":"c","seq":18446744073709551616,"timestamp":"2026-01-02T03:04:05Z"}`,
 		`{"type":"exit","id":"c","status":99999999999999999999,"timestamp":"2026-01-02T03:04:05Z"}`,
 	} {
-		fast, fok := new(decoder).decodeFast([]byte(line))
+		var fast Event
+		fok := new(decoder).decodeFast([]byte(line), &fast)
 		var ref Event
 		jerr := json.Unmarshal([]byte(line), &ref)
 		if fok && (jerr != nil || !sameEvent(fast, ref)) {
@@ -211,6 +218,221 @@ func TestDecoderTimestampReuse(t *testing.T) {
 		want, err := time.Parse(time.RFC3339Nano, s)
 		if ok != (err == nil) || (ok && (!got.Equal(want) || got.Location() != want.Location())) {
 			t.Fatalf("%s: decoder %v %v, time %v %v", s, got, ok, want, err)
+		}
+	}
+}
+
+// collidingIDs returns n distinct ids whose strings fall in one set of the
+// decoder's intern table.
+func collidingIDs(t *testing.T, n int) []string {
+	t.Helper()
+	want := internHash([]byte("id-0")) >> (64 - internBits)
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		if i > 1<<22 {
+			t.Fatal("no colliding ids found")
+		}
+		s := fmt.Sprintf("id-%d", i)
+		if internHash([]byte(s))>>(64-internBits) == want {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// The intern table returns the string for the bytes asked, whatever else
+// shares its set or its hash, keeps internWays strings a set, and does not
+// keep strings over maxInterned bytes.
+func TestInternCollisions(t *testing.T) {
+	var d decoder
+	ids := collidingIDs(t, internWays+1)
+	first := make(map[string]*byte)
+	for _, s := range ids[:internWays] {
+		got := d.intern([]byte(s))
+		if got != s {
+			t.Fatalf("intern(%q) = %q", s, got)
+		}
+		first[s] = unsafe.StringData(got)
+	}
+	for _, s := range ids[:internWays] { // all four fit: the same strings again
+		if got := d.intern([]byte(s)); got != s || unsafe.StringData(got) != first[s] {
+			t.Fatalf("intern(%q) = %q, not the string made before", s, got)
+		}
+	}
+	if got := d.intern([]byte(ids[internWays])); got != ids[internWays] { // evicts the oldest, ids[0]
+		t.Fatalf("intern(%q) = %q", ids[internWays], got)
+	}
+	if got := d.intern([]byte(ids[0])); got != ids[0] || unsafe.StringData(got) == first[ids[0]] {
+		t.Fatalf("intern(%q) = %q, evicted string still served", ids[0], got)
+	}
+
+	// An entry with the same hash but other bytes is not returned.
+	b := []byte("container-0001")
+	h := internHash(b)
+	d.tab[h>>(64-internBits)][0] = internEntry{h: h, s: "container-0002"}
+	if got := d.intern(b); got != "container-0001" {
+		t.Fatalf("hash-equal entry returned: %q", got)
+	}
+
+	long := bytes.Repeat([]byte("x"), maxInterned+1)
+	if a, b := d.intern(long), d.intern(long); a != string(long) || unsafe.StringData(a) == unsafe.StringData(b) {
+		t.Fatal("a string over maxInterned was kept")
+	}
+	if got := d.intern(nil); got != "" {
+		t.Fatalf("intern(nil) = %q", got)
+	}
+}
+
+// One decoder reading records in turn, its strings interned or reused
+// from the record before, gives what encoding/json gives for each record,
+// ids colliding in the intern table included.
+func TestDecoderSequenceMatchesEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	ids := append(collidingIDs(t, 2*internWays), "c", "", "container-0001", strings.Repeat("a", maxInterned), strings.Repeat("b", maxInterned+3))
+	pids := []string{"", "init", "exec-1", ids[0]}
+	var d decoder
+	for i := range 5000 {
+		ev := Event{
+			Type: []string{TypeExit, TypeOOM, "custom-type", ids[1]}[rng.IntN(4)], ID: ids[rng.IntN(len(ids))],
+			Pid: pids[rng.IntN(len(pids))], Status: uint32(rng.IntN(300)), Timestamp: t0.Add(time.Duration(rng.Int64N(int64(3 * time.Second)))).Truncate(time.Duration(pow10[rng.IntN(10)])),
+			Seq: uint64(i), Incarnation: ids[rng.IntN(len(ids))], Epoch: uint32(rng.IntN(3)),
+		}
+		if rng.IntN(4) == 0 {
+			ev.ExitedAt = ev.Timestamp.Add(-time.Millisecond)
+		}
+		line, err := appendRecord(nil, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.decode(line[:len(line)-1])
+		var want Event
+		if jerr := json.Unmarshal(line, &want); err != nil || jerr != nil || !sameEvent(got, want) || !got.ExitedAt.Equal(want.ExitedAt) {
+			t.Fatalf("%s: decoder %+v %v, encoding/json %+v %v", line, got, err, want, jerr)
+		}
+	}
+}
+
+// decodeTo fills a slot that held another event: absent keys read as zero.
+func TestDecodeToRecycledSlot(t *testing.T) {
+	ev := Event{Type: TypeOOM, ID: "x", Pid: "p", Status: 9, Timestamp: t0, Seq: 9, Incarnation: "i", Epoch: 9, ExitedAt: t0}
+	line := `{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05Z"}`
+	var d decoder
+	if err := d.decodeTo([]byte(line), &ev); err != nil {
+		t.Fatal(err)
+	}
+	var want Event
+	if err := json.Unmarshal([]byte(line), &want); err != nil || ev != want {
+		t.Fatalf("got %+v, want %+v", ev, want)
+	}
+}
+
+// badBytes flags first the first byte scanString's byte loop would stop at.
+func TestBadBytesFindsTheFirst(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	special := []byte{0, 0x1f, 0x20, '"', '\\', 0x7f, 0x80, 0xa0, 0xff, 'a', 0x21, 0x5c - 1, 0x5c + 1}
+	var w [8]byte
+	for range 200000 {
+		for i := range w {
+			if rng.IntN(3) == 0 {
+				w[i] = special[rng.IntN(len(special))]
+			} else {
+				w[i] = byte(rng.IntN(256))
+			}
+		}
+		want := 0
+		for want < 8 && plain[w[want]] {
+			want++
+		}
+		bad := badBytes(binary.LittleEndian.Uint64(w[:]))
+		if got := bits.TrailingZeros64(bad) / 8; (bad == 0) != (want == 8) || (bad != 0 && got != want) {
+			t.Fatalf("% x: first bad byte %d, want %d", w, got, want)
+		}
+	}
+}
+
+// Timestamps within the second of the one before are read without a
+// string scan; what that shortcut refuses is read as before, so each
+// record still decodes as encoding/json decodes it, including a fresh
+// decoder facing NULs where its (zero) last date would be.
+func TestDecoderSameSecond(t *testing.T) {
+	lines := []string{
+		`{"type":"exit","id":"c","timestamp":"` + strings.Repeat("\x00", 19) + `Z"}`,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05.5Z"}`,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05Z"}`,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05.123456789Z","seq":3}`,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05.1234567891Z"}`,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05.Z"}`,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05..1Z"}`,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05.1.2Z"}`,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05.25+01:00"}`,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05.25Z `,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05.25Z`,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05Zx"}`,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05.7Z","exitedAt":"2026-01-02T03:04:05.6Z"}`,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:06.1Z"}`,
+	}
+	for _, fresh := range []bool{true, false} {
+		var d decoder
+		for _, line := range lines {
+			if fresh {
+				d = decoder{}
+			}
+			got, err := d.decode([]byte(line))
+			var want Event
+			jerr := json.Unmarshal([]byte(line), &want)
+			if jerr == nil && (want.Type == "" || want.Timestamp.IsZero()) {
+				jerr = errNoTimestamp
+			}
+			if (err == nil) != (jerr == nil) || (err == nil && (!sameEvent(got, want) || got.Timestamp.Location() != want.Timestamp.Location() || !got.ExitedAt.Equal(want.ExitedAt))) {
+				t.Fatalf("%q: decoder %+v %v, encoding/json %+v %v", line, got, err, want, jerr)
+			}
+		}
+	}
+}
+
+// FuzzDecodeMatchesEncodingJSON: a decoder that has read a record (its
+// strings and its second kept) reads any next one as encoding/json does.
+func FuzzDecodeMatchesEncodingJSON(f *testing.F) {
+	for _, seed := range []string{
+		`{"type":"exit","id":"c","pid":"init","status":137,"timestamp":"2026-01-02T03:04:05.000000006Z","seq":9,"incarnation":"x"}`,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05.5Z","seq":10,"epoch":2,"exitedAt":"2026-01-02T03:04:05.4Z"}`,
+		`{"type":"oom","id":"c","timestamp":"2026-01-02T03:04:05.1234567891Z"}`,
+		`{"type":"exit","id":"c","timestamp":"2026-01-02T03:04:05Z","seq":18446744073709551616}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	prev := []byte(`{"type":"exit","id":"c","pid":"init","status":1,"timestamp":"2026-01-02T03:04:05.25Z","seq":8,"incarnation":"x"}`)
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var d decoder
+		if _, err := d.decode(prev); err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.decode(line)
+		var want Event
+		jerr := json.Unmarshal(line, &want)
+		if err == nil {
+			if jerr != nil || !sameEvent(got, want) || !got.ExitedAt.Equal(want.ExitedAt) || got.Timestamp.Location() != want.Timestamp.Location() {
+				t.Fatalf("decoder %+v, encoding/json %+v %v", got, want, jerr)
+			}
+			return
+		}
+		if jerr == nil && err != errNotObject && err != errNoType && err != errNoTimestamp {
+			t.Fatalf("decoder refused (%v) what encoding/json reads: %+v", err, want)
+		}
+	})
+}
+
+// A field is first compared with the previous record's in place; a value
+// that only starts or ends like it, or spells it with an escape, is read
+// in full, as encoding/json reads it.
+func TestDecoderRepeatedFields(t *testing.T) {
+	var d decoder
+	for _, pid := range []string{`"init"`, `"init"`, `"init2"`, `"ini"`, `"init"`, `"in\u0069t"`, `"init\""`, `""`, `""`, `"init"`, `"x\"init"`, `"init"`} {
+		line := `{"type":"exit","id":"c","pid":` + pid + `,"timestamp":"2026-01-02T03:04:05Z"}`
+		got, err := d.decode([]byte(line))
+		var want Event
+		if jerr := json.Unmarshal([]byte(line), &want); (err == nil) != (jerr == nil) || got.Pid != want.Pid || got.ID != want.ID {
+			t.Fatalf("%s: decoder %+v %v, encoding/json %+v %v", line, got, err, want, jerr)
 		}
 	}
 }

@@ -27,6 +27,18 @@ var (
 	eventBufs sync.Pool // *[]Event
 )
 
+// Decoders are recycled too, for their string tables: a segment then
+// starts with the strings of the one decoded before instead of making its
+// ids again, and a short replay does not allocate a table of its own.
+var decoders sync.Pool // *decoder
+
+func getDecoder() *decoder {
+	if d, ok := decoders.Get().(*decoder); ok {
+		return d
+	}
+	return new(decoder)
+}
+
 func getBytes(n int) []byte {
 	if p, ok := byteBufs.Get().(*[]byte); ok && cap(*p) >= n {
 		return (*p)[:n]
@@ -129,14 +141,16 @@ func decodeSegment(s sealed, off int64) batch {
 	}
 	data = data[:n] // shorter than indexed: what is there is read
 	evs := getEvents(s.sum.Count)
-	var dec decoder
+	dec := getDecoder()
+	defer decoders.Put(dec)
 	for len(data) > 0 {
 		end := bytes.IndexByte(data, '\n')
 		if end < 0 {
 			break
 		}
-		if ev, err := dec.decode(trimNULs(data[:end])); err == nil {
-			evs = append(evs, ev)
+		evs = append(evs, Event{})
+		if err := dec.decodeTo(trimNULs(data[:end]), &evs[len(evs)-1]); err != nil {
+			evs = evs[:len(evs)-1]
 		}
 		data = data[end+1:]
 	}

@@ -19,15 +19,16 @@ type Replay struct {
 	id   string
 	ceil []time.Time // epochCeilings(v.epochs)
 
-	seg  int         // index in v.sealed being read; len(v.sealed) means the cache
-	sr   *segReader  // open reader of v.sealed[seg], nil when not opened yet
-	pf   *prefetcher // decoding the sealed segments from seg on, if any
-	long bool        // read past a whole segment: prefetching pays
-	off  int64       // where to start reading v.sealed[seg] when opening it
-	ci   int         // next index in v.cache
-	last uint64      // seq of the last event returned or skipped: never go back
-	skip func(ev Event) bool
-	err  error
+	seg    int         // index in v.sealed being read; len(v.sealed) means the cache
+	sr     *segReader  // open reader of v.sealed[seg], nil when not opened yet
+	pf     *prefetcher // decoding the sealed segments from seg on (from seg+1 while sr is open), if any
+	long   bool        // read past a whole segment: prefetching pays
+	inline int         // records read in line from the current segment
+	off    int64       // where to start reading v.sealed[seg] when opening it
+	ci     int         // next index in v.cache
+	last   uint64      // seq of the last event returned or skipped: never go back
+	skip   func(ev Event) bool
+	err    error
 }
 
 func newReplay(v view, id string) *Replay {
@@ -81,6 +82,24 @@ func (r *Replay) markBefore(k int, past func(mark) bool) int64 {
 // Next returns the next event, io.EOF at the end, or an error reading a
 // segment (then the replay is over).
 func (r *Replay) Next() (Event, error) {
+	// A full replay spends most of its calls here: the next event of a
+	// segment already decoded, the replay positioned. It is checked in
+	// place and copied out once, instead of passing by value through
+	// advance, fromPrefetch and the prefetcher. The rules are the loop's
+	// below.
+	if pf := r.pf; pf != nil && r.skip == nil && r.err == nil {
+		for pf.i < len(pf.cur) {
+			ev := &pf.cur[pf.i]
+			pf.i++
+			if ev.Seq <= r.last {
+				continue
+			}
+			r.last = ev.Seq
+			if r.id == "" || ev.ID == r.id {
+				return *ev, nil
+			}
+		}
+	}
 	for r.err == nil {
 		ev, err := r.advance()
 		if err != nil {
@@ -109,7 +128,7 @@ func (r *Replay) advance() (Event, error) {
 		if r.long && r.pf == nil && r.sr == nil && len(r.v.sealed)-r.seg >= 2 {
 			r.pf = startPrefetch(r.v.sealed[r.seg:], r.off)
 		}
-		if r.pf != nil {
+		if r.pf != nil && r.sr == nil { // an in-line reader first ends its segment
 			return r.fromPrefetch()
 		}
 		if r.sr == nil {
@@ -117,10 +136,12 @@ func (r *Replay) advance() (Event, error) {
 			if err != nil {
 				return Event{}, err
 			}
-			r.sr = sr
+			r.sr, r.inline = sr, 0
 		}
 		ev, err := r.sr.next()
 		if err == nil {
+			r.inline++
+			r.prefetchNext()
 			return ev, nil
 		}
 		r.sr.close()
@@ -136,6 +157,23 @@ func (r *Replay) advance() (Event, error) {
 		return r.v.cache[r.ci-1], nil
 	}
 	return Event{}, io.EOF
+}
+
+// prefetchAfter is how many records a replay reads in line from a segment
+// before it has the segments after it decoded ahead, while it reads on.
+// Waiting for the end of the segment left the other core idle for the
+// whole of it, and then the replay waited for the next segment's decoding.
+// A replay that is this far in will almost always read on to the end of
+// the journal (Since the last 100 events and Oldest stop long before).
+const prefetchAfter = 1024
+
+// prefetchNext starts decoding the segments after the one being read in
+// line once the replay is prefetchAfter records into it; the replay moves
+// to them when this one ends.
+func (r *Replay) prefetchNext() {
+	if r.inline == prefetchAfter && r.pf == nil && r.seg+1 < len(r.v.sealed) {
+		r.pf = startPrefetch(r.v.sealed[r.seg+1:], 0)
+	}
 }
 
 // fromPrefetch returns the next decoded event; after the last sealed
@@ -171,7 +209,7 @@ type segReader struct {
 	f    *os.File
 	br   *bufio.Reader
 	left int64
-	dec  decoder
+	dec  *decoder // from the pool: a short replay does not make a string table
 }
 
 func openSegment(s sealed, off int64) (*segReader, error) {
@@ -186,7 +224,7 @@ func openSegment(s sealed, off int64) (*segReader, error) {
 		f.Close()
 		return nil, fmt.Errorf("read journal segment: %w", err)
 	}
-	return &segReader{f: f, br: bufio.NewReaderSize(f, 64<<10), left: s.sum.Size - off}, nil
+	return &segReader{f: f, br: bufio.NewReaderSize(f, 64<<10), left: s.sum.Size - off, dec: getDecoder()}, nil
 }
 
 func (sr *segReader) next() (Event, error) {
@@ -206,4 +244,10 @@ func (sr *segReader) next() (Event, error) {
 	return Event{}, io.EOF
 }
 
-func (sr *segReader) close() { sr.f.Close() }
+func (sr *segReader) close() {
+	sr.f.Close()
+	if sr.dec != nil {
+		decoders.Put(sr.dec)
+		sr.dec = nil
+	}
+}

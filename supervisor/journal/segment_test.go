@@ -286,3 +286,44 @@ func TestSealFailingAfterIndex(t *testing.T) {
 		t.Fatalf("next seq %d", next.Seq)
 	}
 }
+
+// A replay prefetchAfter records into a segment read in line has the
+// segments after it decoded ahead while it reads on, and moves to them at
+// the end of the segment: nothing skipped or repeated, filtered or not.
+func TestPrefetchStartsWithinASegment(t *testing.T) {
+	const per = prefetchAfter + 300
+	path := journalPath(t)
+	j := mustOpen(t, path, Options{segmentRecords: per, Sync: SyncNone, Now: frozen(t0)})
+	var all []Event
+	for range 3 {
+		evs := make([]Event, per)
+		for i := range evs {
+			evs[i] = Event{Type: TypeExit, ID: fmt.Sprintf("c%d", i%7)}
+		}
+		got, err := j.AppendBatch(evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, got...)
+	}
+	all = append(all, appendN(t, j, 5, "c1")...)
+	mustClose(t, j)
+	j = mustOpen(t, path, Options{segmentRecords: per, Sync: SyncNone})
+	defer mustClose(t, j)
+
+	r := j.After(10, "")
+	var got []Event
+	for range prefetchAfter {
+		ev, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev)
+	}
+	if r.pf == nil || r.sr == nil {
+		t.Fatalf("prefetch %v, in line %v: want both", r.pf != nil, r.sr != nil)
+	}
+	assertEvents(t, append(got, list(t, r)...), all[10:])
+	assertEvents(t, list(t, j.After(0, "c3")), onlyID(all, "c3"))
+	assertEvents(t, list(t, j.After(per-5, "")), all[per-5:])
+}
