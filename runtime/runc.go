@@ -261,9 +261,11 @@ func (c *Container) clearStaleRuncState(ctx context.Context) error {
 
 // runcRoot is the state dir runc uses with these global args: --root DIR or
 // --root=DIR, else runc's default. ok is false for another runtime, whose
-// layout is unknown.
+// layout is unknown. Docker 1.11-1.13 name their runc docker-runc: without
+// it here every create of theirs paid a `runc state` call (clearStaleRuncState)
+// and each daemon start on a fresh host warned that runc list failed.
 func runcRoot(runtime string, args []string) (string, bool) {
-	if filepath.Base(runtime) != "runc" {
+	if base := filepath.Base(runtime); base != "runc" && base != "docker-runc" {
 		return "", false
 	}
 	root := "/run/runc"
