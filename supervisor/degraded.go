@@ -103,13 +103,17 @@ func (s *Supervisor) degrade(err error) {
 	s.m.journalErrors.Inc(1)
 	first := s.degraded == nil
 	s.degraded = &JournalError{Dir: s.journalDir, Err: err}
+	if first {
+		// Before the batch's replies are refused: a client told "journal
+		// full" must find the daemon degraded in the metrics too.
+		s.m.degraded.Update(1)
+	}
 	out := s.outbox
 	s.outbox = nil
 	for _, it := range out {
 		s.hold(it)
 	}
 	if first {
-		s.m.degraded.Update(1)
 		s.log.WithError(err).WithField("errno", errnoName(err)).WithField("held", s.heldEvents).
 			Error("journal cannot write: daemon degraded; events are held in memory and retried, requests that create events are refused")
 		s.heldRetry = minHeldRetry
