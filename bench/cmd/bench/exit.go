@@ -41,6 +41,7 @@ func (b *bench) exitLatency() error {
 	if err := d.Start(); err != nil {
 		return err
 	}
+	defer d.Kill() // not left to idle through the later groups
 	ctx := context.Background()
 	sub, err := harness.Subscribe(ctx, d.Client, &types.EventsRequest{}, 4096)
 	if err != nil {
