@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +85,59 @@ func TestCursorFromAnotherJournalRefused(t *testing.T) {
 		t.Fatalf("cursor of this journal: %v", err)
 	}
 	sub.Close()
+}
+
+// TestStoredOnlyReplayDoesNotWaitForTheLoop: a stored-only replay (by time
+// or by seq, cursor checks included) is answered while the loop is busy
+// with a slow task, and holds every event committed before it; a bad seq
+// cursor is still refused. A live subscription still needs the loop.
+func TestStoredOnlyReplayDoesNotWaitForTheLoop(t *testing.T) {
+	h := newHarness(t, newFakeRuntime(), t.TempDir())
+	h.create("a")
+	h.create("b")
+	want := h.expect("start-container a", "start-container b")
+	busy, release := make(chan struct{}), make(chan struct{})
+	h.s.send(func(*Supervisor) { close(busy); <-release })
+	<-busy
+	defer close(release)
+	for _, tc := range []struct {
+		req  SubscribeRequest
+		want []journal.Event
+	}{
+		{SubscribeRequest{After: time.Unix(0, 0), StoredOnly: true}, want},
+		{SubscribeRequest{AfterSeq: want[0].Seq, JournalID: h.s.JournalID(), StoredOnly: true}, want[1:]},
+	} {
+		req := tc.req
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sub, err := h.s.Subscribe(ctx, req)
+		if err != nil {
+			cancel()
+			t.Fatalf("%+v while the loop is busy: %v", req, err)
+		}
+		var got []string
+		for {
+			ev, err := sub.Next(ctx)
+			if err != nil {
+				break
+			}
+			got = append(got, describe(ev))
+		}
+		sub.Close()
+		cancel()
+		var wantDesc []string
+		for _, ev := range tc.want {
+			wantDesc = append(wantDesc, describe(ev))
+		}
+		if strings.Join(got, ",") != strings.Join(wantDesc, ",") {
+			t.Fatalf("%+v: replayed %q, want %q", req, got, wantDesc)
+		}
+	}
+	if _, err := h.s.Subscribe(context.Background(), SubscribeRequest{AfterSeq: 1000, StoredOnly: true}); !errdefs.IsFailedPrecondition(err) {
+		t.Fatalf("a seq beyond the journal's end while the loop is busy: %v, want FailedPrecondition", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := h.s.Subscribe(ctx, SubscribeRequest{After: time.Unix(0, 0)}); err == nil {
+		t.Fatal("a live subscription was registered while the loop was busy")
+	}
 }

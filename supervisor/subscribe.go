@@ -32,10 +32,21 @@ type Subscription struct {
 
 // Subscribe replays the journaled events the request selects and, unless it
 // is stored-only, follows with the live ones. Replay and registration happen
-// in one loop step, so no event falls between them or comes twice.
+// in one loop step, so no event falls between them or comes twice; a
+// stored-only replay, which registers nothing, skips the loop once it runs.
 func (s *Supervisor) Subscribe(ctx context.Context, r SubscribeRequest) (*Subscription, error) {
 	if r.StoredOnly && r.After.IsZero() && r.AfterSeq == 0 {
 		return nil, ErrStoredOnlyNeedsTime
+	}
+	if r.StoredOnly && s.running() {
+		// Nothing to register: the journal's committed view is safe to read
+		// from any goroutine, and every event anyone has seen is in it
+		// (commit precedes publish). Skipping the loop saves two goroutine
+		// wake-ups per replay (bench: replay_last100_of_10m_grpc_ms).
+		if err := s.checkCursor(r); err != nil {
+			return nil, err
+		}
+		return s.subscribe(r), nil
 	}
 	return call(ctx, s, "subscribe", func(done func(*Subscription, error)) {
 		if err := s.checkCursor(r); err != nil {

@@ -271,6 +271,13 @@ func (s *Supervisor) Stop() error {
 	return err
 }
 
+// running reports whether the loop runs (restore done, not stopped).
+func (s *Supervisor) running() bool {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	return s.phase == phaseRunning
+}
+
 // Metrics is the registry the supervisor reports into.
 func (s *Supervisor) Metrics() metrics.Registry { return s.cfg.Metrics }
 
