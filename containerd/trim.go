@@ -46,6 +46,7 @@ func trimWhenIdle(ctx context.Context, r metrics.Registry, log *logrus.Entry, gc
 		} else if dirty {
 			gc.Pause()
 			trim(log)
+			gc.ResumeOnNextCycle() // the first collection of the next burst, not the next tick
 			last, dirty = activity(), false
 		}
 		select {

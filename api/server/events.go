@@ -36,7 +36,7 @@ func (s *Server) Events(r *types.EventsRequest, stream types.API_EventsServer) e
 	if err := stream.SendHeader(metadata.MD{}); err != nil {
 		return err
 	}
-	journalID := s.sup.JournalID()
+	enc := eventEncoder{journalID: s.sup.JournalID()}
 	for {
 		ev, err := sub.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -45,7 +45,7 @@ func (s *Server) Events(r *types.EventsRequest, stream types.API_EventsServer) e
 		if err != nil {
 			return s.endStream(ctx.Err(), err)
 		}
-		if err := stream.SendMsg(encodeEvent(ev, journalID)); err != nil {
+		if err := stream.SendMsg(enc.encode(ev)); err != nil {
 			return err
 		}
 	}

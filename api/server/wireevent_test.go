@@ -18,7 +18,7 @@ import (
 
 // eventToProto is the Event a journal event is sent as: the v0.2 fields,
 // the seq, journal id and exitedAt extensions, fields that do not apply to
-// the type left zero. encodeEvent must give its exact bytes.
+// the type left zero. eventEncoder must give its exact bytes.
 func eventToProto(ev journal.Event, journalID string) *types.Event {
 	p := &types.Event{
 		Type:      ev.Type,
@@ -48,24 +48,42 @@ func wireEventCases() []journal.Event {
 		{Type: "exit", ID: "c", Pid: "init", Timestamp: time.Unix(0, 0), ExitedAt: time.Unix(0, 0).Add(time.Nanosecond)}, // an empty Timestamp message
 		{Type: "", ID: "", Timestamp: time.Time{}.Add(time.Hour)},                                                        // nothing but a time far before 1970
 		{Type: "start-process", ID: "c", Pid: "exec-1", Timestamp: now, Seq: 9, ExitedAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
+		{Type: "exit", ID: "c", Pid: "init", Status: 1<<32 - 1, Timestamp: time.Date(1, 1, 1, 0, 0, 0, 999999999, time.UTC), Seq: 1<<64 - 1,
+			ExitedAt: time.Date(1, 1, 1, 0, 0, 0, 999999999, time.UTC)}, // every varint at its longest
+		{Type: "oom", ID: string(bytes.Repeat([]byte("y"), 20000)), Timestamp: now, Seq: 6}, // a length of three bytes: past maxEventSize
 	}
 }
 
 // The bytes the Events stream sends are proto.Marshal's for the reference
 // message, for every field combination and edge of the timestamp encoding.
+// One encoder per journal id serves every case, as one stream does, and
+// every event's bytes are checked only once all are encoded: carving events
+// out of shared chunks must never touch an earlier event's bytes.
 func TestWireEventMatchesProto(t *testing.T) {
-	for i, ev := range wireEventCases() {
-		for _, jid := range []string{"", "0123456789abcdef0123456789abcdef"} {
+	cases := wireEventCases()
+	for _, jid := range []string{"", "0123456789abcdef0123456789abcdef"} {
+		enc := eventEncoder{journalID: jid}
+		var got [][]byte
+		for round := 0; round < 40; round++ { // past several chunks
+			for _, ev := range cases {
+				got = append(got, enc.encode(ev).buf)
+			}
+		}
+		for k, b := range got {
+			i := k % len(cases)
+			ev := cases[i]
 			want, err := proto.MarshalOptions{Deterministic: true}.Marshal(eventToProto(ev, jid))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := encodeEvent(ev, jid).buf
-			if !bytes.Equal(got, want) {
-				t.Errorf("case %d (journal id %q): encodeEvent\n got %x\nwant %x", i, jid, got, want)
+			if !bytes.Equal(b, want) {
+				t.Fatalf("case %d, event %d (journal id %q): encoded\n got %x\nwant %x", i, k, jid, b, want)
+			}
+			if len(ev.ID) < 16<<10 && len(b) > maxEventSize(ev, jid) {
+				t.Errorf("case %d: %d bytes, above maxEventSize %d", i, len(b), maxEventSize(ev, jid))
 			}
 			var back types.Event
-			if err := proto.Unmarshal(got, &back); err != nil {
+			if err := proto.Unmarshal(b, &back); err != nil {
 				t.Fatalf("case %d: decode: %v", i, err)
 			}
 			if !proto.Equal(&back, eventToProto(ev, jid)) {

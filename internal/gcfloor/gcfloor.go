@@ -15,8 +15,9 @@
 // least the live heap plus a fixed headroom, and never lowers it below the
 // 100 the program started with: a large live heap is collected as before.
 // The headroom is only garbage between two collections, and is wanted only
-// during bursts: Pause puts GOGC back to 100 until Resume. The daemon pauses
-// the tuner when it goes idle, before it returns the free heap to the OS
+// during bursts: Pause puts GOGC back to 100 until Resume (or, after
+// ResumeOnNextCycle, until the next collection). The daemon pauses the tuner
+// when it goes idle, before it returns the free heap to the OS
 // (containerd/trim.go): left on, an idle daemon's slow trickle of
 // allocations grew its heap toward the raised goal with no collection to
 // stop it (bench: daemon_rss_100_mib 9.6 -> 19.9 MiB).
@@ -46,6 +47,9 @@ type Tuner struct {
 	stopped  atomic.Bool
 	paused   atomic.Bool
 	cycles   atomic.Uint64 // cycles seen, for tests
+	// resumeAfter, when not zero, is a count of completed GC cycles: the
+	// first cycle past it resumes a paused tuner (ResumeOnNextCycle).
+	resumeAfter atomic.Uint64
 }
 
 // Keep starts tuning GOGC so that each heap goal is at least the live heap
@@ -81,10 +85,25 @@ func (t *Tuner) Pause() {
 
 // Resume tunes GOGC again, from the live heap of the last cycle.
 func (t *Tuner) Resume() {
+	t.resumeAfter.Store(0)
 	if t.stopped.Load() || !t.paused.Swap(false) {
 		return
 	}
 	t.tune()
+}
+
+// ResumeOnNextCycle makes the next GC cycle to complete resume a paused
+// tuner; the cycles completed before the call (the caller's own forced
+// collections) do not. An idle program runs no collection, so the tuner
+// stays paused until work brings garbage back, and resumes at the first
+// collection of that burst, not at whatever poll the caller makes next
+// (the daemon's is every 500 ms: a replay burst collected ten times at the
+// runtime's 4 MiB minimum before it was seen).
+func (t *Tuner) ResumeOnNextCycle() {
+	if t.stopped.Load() {
+		return
+	}
+	t.resumeAfter.Store(max(completedCycles(), 1))
 }
 
 // arm allocates a sentinel whose cleanup runs once a GC cycle found it
@@ -97,6 +116,9 @@ func (t *Tuner) arm() {
 			return
 		}
 		t.cycles.Add(1)
+		if n := t.resumeAfter.Load(); n != 0 && t.paused.Load() && completedCycles() > n {
+			t.Resume()
+		}
 		t.tune()
 		t.arm()
 	}, t)
@@ -124,6 +146,16 @@ func Percent(live, headroom uint64) int {
 		p = min(p, headroom*100/live)
 	}
 	return int(max(p, minPercent))
+}
+
+// completedCycles is the number of GC cycles the runtime completed so far.
+func completedCycles() uint64 {
+	s := []rtmetrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 // liveHeap is the heap the last GC cycle marked live, in bytes.

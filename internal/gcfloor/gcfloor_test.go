@@ -113,3 +113,41 @@ func noOperatorGOGC(t *testing.T) {
 	t.Setenv("GOGC", "") // restored after the test
 	os.Unsetenv("GOGC")
 }
+
+// After ResumeOnNextCycle a paused tuner stays paused through the
+// collections completed before the call (the trim's own) and resumes at the
+// first one after it.
+func TestResumeOnNextCycle(t *testing.T) {
+	noOperatorGOGC(t)
+	tu := Keep(12 << 20)
+	defer tu.Stop()
+	tu.Pause()
+	seen := tu.cycles.Load()
+	runtime.GC() // the trim's collection: its cleanup may run before or after the call below
+	tu.ResumeOnNextCycle()
+	waitCycles(t, tu, seen+1, false) // until that cleanup ran (no new collection)
+	if gogc := readUint("/gc/gogc:percent"); gogc != 100 || !tu.paused.Load() {
+		t.Fatalf("GOGC %d, paused %v after the collection made before ResumeOnNextCycle, want 100 and paused", gogc, tu.paused.Load())
+	}
+	waitCycles(t, tu, tu.cycles.Load()+1, true) // a collection of new work
+	if gogc := readUint("/gc/gogc:percent"); gogc <= 100 || tu.paused.Load() {
+		t.Fatalf("GOGC %d, paused %v after the next collection, want above 100 and resumed", gogc, tu.paused.Load())
+	}
+}
+
+// waitCycles waits until the tuner has seen n cycles, running collections
+// itself when collect is set; without, it only waits for the cleanup of a
+// collection already made.
+func waitCycles(t *testing.T, tu *Tuner, n uint64, collect bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for tu.cycles.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the tuner saw %d GC cycles in 10 s, want %d", tu.cycles.Load(), n)
+		}
+		if collect {
+			runtime.GC()
+		}
+		runtime.Gosched()
+	}
+}
