@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"runtime/debug"
-	rtmetrics "runtime/metrics"
 	"time"
 
 	metrics "github.com/rcrowley/go-metrics"
@@ -35,7 +34,7 @@ func trimWhenIdle(ctx context.Context, r metrics.Registry, log *logrus.Entry, gc
 	// Activity is a task handled or a GC cycle run (a collection scans
 	// every stack, which reads the pclntab: it maps megabytes of the binary
 	// back); the trim's own collection is not activity.
-	activity := func() int64 { return tasks.Count() + int64(gcCycles()) }
+	activity := func() int64 { return tasks.Count() + int64(gcfloor.Cycles()) }
 	last, dirty := activity(), true
 	for {
 		if n := activity(); n != last {
@@ -55,16 +54,6 @@ func trimWhenIdle(ctx context.Context, r metrics.Registry, log *logrus.Entry, gc
 		case <-t.C:
 		}
 	}
-}
-
-// gcCycles is the number of GC cycles the runtime completed so far.
-func gcCycles() uint64 {
-	s := []rtmetrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
-	rtmetrics.Read(s)
-	if s[0].Value.Kind() != rtmetrics.KindUint64 {
-		return 0
-	}
-	return s[0].Value.Uint64()
 }
 
 func trim(log *logrus.Entry) {

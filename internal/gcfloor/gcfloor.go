@@ -103,7 +103,7 @@ func (t *Tuner) ResumeOnNextCycle() {
 	if t.stopped.Load() {
 		return
 	}
-	t.resumeAfter.Store(max(completedCycles(), 1))
+	t.resumeAfter.Store(max(Cycles(), 1))
 }
 
 // arm allocates a sentinel whose cleanup runs once a GC cycle found it
@@ -116,7 +116,7 @@ func (t *Tuner) arm() {
 			return
 		}
 		t.cycles.Add(1)
-		if n := t.resumeAfter.Load(); n != 0 && t.paused.Load() && completedCycles() > n {
+		if n := t.resumeAfter.Load(); n != 0 && t.paused.Load() && Cycles() > n {
 			t.Resume()
 		}
 		t.tune()
@@ -148,8 +148,8 @@ func Percent(live, headroom uint64) int {
 	return int(max(p, minPercent))
 }
 
-// completedCycles is the number of GC cycles the runtime completed so far.
-func completedCycles() uint64 {
+// Cycles is the number of GC cycles the runtime completed so far.
+func Cycles() uint64 {
 	s := []rtmetrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
 	rtmetrics.Read(s)
 	if s[0].Value.Kind() != rtmetrics.KindUint64 {
