@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
-	"golang.org/x/sys/unix"
 
 	"github.com/evjournal/containerd/bundle"
 )
@@ -170,43 +169,4 @@ func (c *Container) Discard() error {
 	c.waitShims(shimExitTimeout)
 	c.closeProcesses()
 	return c.removeDir()
-}
-
-// StopShims SIGKILLs every shim of the container that still runs and waits,
-// up to timeout in all, for each to be gone. It is for a create abandoned
-// at restore, before Delete: the shim outlived the daemon and may still be
-// inside the runtime's create, and a runtime delete that ran before that
-// create finished would leave the container running with no record of it.
-// The shim's runtime child dies with it (the shim starts it with
-// Pdeathsig). Each shim is found by the pid and start time it recorded in
-// its process dir, read now rather than at load: a shim that started just
-// before the crash may have written them since. Returns how many it killed.
-func (c *Container) StopShims(timeout time.Duration) int {
-	deadline := time.Now().Add(timeout)
-	entries, err := os.ReadDir(c.Dir())
-	if err != nil {
-		return 0
-	}
-	killed := 0
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		dir := filepath.Join(c.Dir(), e.Name())
-		pid, perr := readPid(filepath.Join(dir, shimPidFile))
-		start, serr := readOptionalUint(filepath.Join(dir, shimStartTimeFile))
-		if perr != nil || serr != nil {
-			continue // no shim recorded: none started, or the runtime's delete finds what it made
-		}
-		fd, err := openVerifiedPidfd(pid, start)
-		if err != nil {
-			continue // gone, or the pid is another process's now
-		}
-		if unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
-			killed++
-			pollFor(fd, unix.POLLIN, unix.POLLIN|unix.POLLHUP, max(time.Until(deadline), 0))
-		}
-		unix.Close(fd)
-	}
-	return killed
 }

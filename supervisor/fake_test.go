@@ -314,9 +314,6 @@ func (c *fakeContainer) Delete(context.Context) error {
 	return nil
 }
 
-// StopShims: the fake's processes have no shim.
-func (c *fakeContainer) StopShims(time.Duration) int { return 0 }
-
 // Discard is Delete without the injected failures.
 func (c *fakeContainer) Discard() error {
 	c.rt.mu.Lock()

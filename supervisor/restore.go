@@ -190,21 +190,8 @@ func (s *Supervisor) abandonCreate(c Container) {
 	for _, p := range c.Processes() {
 		p.Close()
 	}
-	// Its shim outlived the crash and may still be inside the runtime's
-	// create: stopped first, it cannot finish a create that the runtime's
-	// delete, run before it finished, would then miss.
-	s.enqueue(c.ID(), step{name: "stop-shims", work: func(context.Context) error {
-		if n := c.StopShims(abandonShimTimeout); n > 0 {
-			s.log.WithField("container", c.ID()).WithField("shims", n).Info("restore: stopped the shims of an interrupted create")
-		}
-		return nil
-	}})
 	s.enqueue(c.ID(), s.cleanupStep("abandon-create", c))
 }
-
-// abandonShimTimeout bounds the wait for the killed shims of an abandoned
-// create to be gone.
-const abandonShimTimeout = 10 * time.Second
 
 // abandonExec removes an exec whose start a crash interrupted: no client
 // was told of it, so it gets no exit event; it is killed if it runs.

@@ -58,9 +58,6 @@ type Container interface {
 	// (ok false: unknown, the watch reads it itself).
 	OOMBaseline(dir string) (count uint64, ok bool)
 	Retire() error
-	// StopShims kills the container's shims that still run and waits for
-	// them (bounded): before Delete, for a create a crash interrupted.
-	StopShims(timeout time.Duration) int
 	Delete(ctx context.Context) error
 	// Discard removes the daemon's own state when Delete keeps failing
 	// (the runtime's state, if any, is left).

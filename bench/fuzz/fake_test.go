@@ -148,7 +148,6 @@ func (c *fakeContainer) Retire() error                     { return nil }
 func (c *fakeContainer) Records() supervisor.Records       { return fakeRecords{} }
 func (c *fakeContainer) Delete(context.Context) error      { return nil }
 func (c *fakeContainer) Discard() error                    { return nil }
-func (c *fakeContainer) StopShims(time.Duration) int       { return 0 }
 
 type fakeProcess struct {
 	// implements supervisor.Process (no embedding, see fakeRuntime)

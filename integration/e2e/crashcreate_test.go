@@ -44,11 +44,12 @@ exec %[1]s "$@"
 
 // TestCrashDuringRuntimeCreateLeavesNothing: the daemon is SIGKILLed while a
 // container's shim is inside `runc create`. The restarted daemon abandons
-// that create (its start was never acknowledged) and stops the shim, which
-// outlived the daemon, before the runtime's delete: a create that finished
-// after that delete would leave a container nobody supervises. (chaos once
-// found a container left in the runc root, in about fifty runs; this is one
-// crash point it may have hit.)
+// that create (its start was never acknowledged) while the shim, which
+// outlived the daemon, finishes it: whichever ends first (the daemon's
+// cleanup, or the shim, which undoes the create once it finds its dir gone),
+// neither the daemon nor the runc root holds the container afterwards.
+// (chaos once found a container left in the runc root, in about fifty runs;
+// this is one crash point it may have hit.)
 func TestCrashDuringRuntimeCreateLeavesNothing(t *testing.T) {
 	t.Parallel()
 	rt, entered, proceed := heldCreateRuntime(t)
@@ -73,14 +74,10 @@ func TestCrashDuringRuntimeCreateLeavesNothing(t *testing.T) {
 	d.Kill()
 	cancel()
 	restart(t, d)
-	// The restored daemon abandons the create and first stops its shim,
-	// whose runtime child (the wrapper, still waiting) dies with it: runc
-	// create never runs.
-	waitDead(t, wrapper)
-	// Were the wrapper alive, this would let it run runc create now.
 	if err := os.WriteFile(proceed, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	waitDead(t, wrapper) // runc create has returned, or the wrapper was killed
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		st, err := d.Client.State(ctxT(t), &types.StateRequest{Id: id})
 		listed := err == nil && len(st.GetContainers()) > 0
@@ -90,7 +87,7 @@ func TestCrashDuringRuntimeCreateLeavesNothing(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("10 s after the shim was stopped: listed by the daemon %v, in the runc root %v\ndaemon log:\n%s",
+			t.Fatalf("10 s after the runtime's create returned: listed by the daemon %v, in the runc root %v\ndaemon log:\n%s",
 				listed, inRunc, d.Log.String())
 		}
 	}
