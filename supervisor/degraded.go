@@ -103,11 +103,9 @@ func (s *Supervisor) degrade(err error) {
 	s.m.journalErrors.Inc(1)
 	first := s.degraded == nil
 	s.degraded = &JournalError{Dir: s.journalDir, Err: err}
-	if first {
-		// Before the batch's replies are refused: a client told "journal
-		// full" must find the daemon degraded in the metrics too.
-		s.m.degraded.Update(1)
-	}
+	// Before the batch's replies are refused: a client told "journal full"
+	// must find the daemon degraded in the metrics too.
+	s.m.degraded.Update(1)
 	out := s.outbox
 	s.outbox = nil
 	for _, it := range out {

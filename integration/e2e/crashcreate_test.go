@@ -18,7 +18,7 @@ import (
 // the file entered, then waits for the file proceed before it runs runc
 // create: a create the test can hold inside the runtime while it kills the
 // daemon. The wrapper's pid is gone once runc create has returned (or once
-// the wrapper was killed).
+// the wrapper was killed); runc create's status is then in entered.created.
 func heldCreateRuntime(t *testing.T) (runtime, entered, proceed string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -31,7 +31,9 @@ for a in "$@"; do
 		echo $$ > %[2]s.tmp && mv %[2]s.tmp %[2]s
 		for i in $(seq 3000); do [ -e %[3]s ] && break; sleep 0.01; done
 		%[1]s "$@"
-		exit $?
+		rc=$?
+		echo $rc > %[2]s.created
+		exit $rc
 	fi
 done
 exec %[1]s "$@"
@@ -45,9 +47,10 @@ exec %[1]s "$@"
 // TestCrashDuringRuntimeCreateLeavesNothing: the daemon is SIGKILLed while a
 // container's shim is inside `runc create`. The restarted daemon abandons
 // that create (its start was never acknowledged) while the shim, which
-// outlived the daemon, finishes it: whichever ends first (the daemon's
-// cleanup, or the shim, which undoes the create once it finds its dir gone),
-// neither the daemon nor the runc root holds the container afterwards.
+// outlived the daemon, goes on with it: whichever ends first (the daemon's
+// cleanup, or the create, which fails once the process dir holding its pid
+// file and log is gone), neither the daemon nor the runc root holds the
+// container afterwards.
 // (chaos once found a container left in the runc root, in about fifty runs;
 // this is one crash point it may have hit.)
 func TestCrashDuringRuntimeCreateLeavesNothing(t *testing.T) {
@@ -78,6 +81,9 @@ func TestCrashDuringRuntimeCreateLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDead(t, wrapper) // runc create has returned, or the wrapper was killed
+	if _, err := os.ReadFile(entered + ".created"); err != nil {
+		t.Fatalf("the held runc create never ran after the restart (%v): nothing was tested", err)
+	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		st, err := d.Client.State(ctxT(t), &types.StateRequest{Id: id})
 		listed := err == nil && len(st.GetContainers()) > 0

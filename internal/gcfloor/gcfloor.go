@@ -77,6 +77,7 @@ func (t *Tuner) Stop() {
 // Pause puts GOGC back to 100 until Resume; the tuner keeps following the
 // GC cycles meanwhile.
 func (t *Tuner) Pause() {
+	t.resumeAfter.Store(0)
 	if t.stopped.Load() || t.paused.Swap(true) {
 		return
 	}
@@ -116,8 +117,9 @@ func (t *Tuner) arm() {
 			return
 		}
 		t.cycles.Add(1)
-		if n := t.resumeAfter.Load(); n != 0 && t.paused.Load() && Cycles() > n {
-			t.Resume()
+		if n := t.resumeAfter.Load(); n != 0 && Cycles() > n {
+			t.resumeAfter.Store(0)
+			t.paused.Store(false) // tuned just below
 		}
 		t.tune()
 		t.arm()
@@ -149,18 +151,14 @@ func Percent(live, headroom uint64) int {
 }
 
 // Cycles is the number of GC cycles the runtime completed so far.
-func Cycles() uint64 {
-	s := []rtmetrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
-	rtmetrics.Read(s)
-	if s[0].Value.Kind() != rtmetrics.KindUint64 {
-		return 0
-	}
-	return s[0].Value.Uint64()
-}
+func Cycles() uint64 { return readMetric("/gc/cycles/total:gc-cycles") }
 
 // liveHeap is the heap the last GC cycle marked live, in bytes.
-func liveHeap() uint64 {
-	s := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+func liveHeap() uint64 { return readMetric("/gc/heap/live:bytes") }
+
+// readMetric reads one uint64 runtime metric; 0 if this Go has no such one.
+func readMetric(name string) uint64 {
+	s := []rtmetrics.Sample{{Name: name}}
 	rtmetrics.Read(s)
 	if s[0].Value.Kind() != rtmetrics.KindUint64 {
 		return 0

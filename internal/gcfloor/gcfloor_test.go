@@ -3,7 +3,6 @@ package gcfloor
 import (
 	"os"
 	"runtime"
-	rtmetrics "runtime/metrics"
 	"testing"
 	"time"
 )
@@ -30,12 +29,6 @@ func TestPercent(t *testing.T) {
 	}
 }
 
-func readUint(name string) uint64 {
-	s := []rtmetrics.Sample{{Name: name}}
-	rtmetrics.Read(s)
-	return s[0].Value.Uint64()
-}
-
 // After collections, the goal the runtime set is at least the live heap
 // plus the headroom (for a test binary's small heap, up to the 4 MiB-scaled
 // minimum above it), and Stop puts GOGC back to 100.
@@ -53,7 +46,7 @@ func TestKeepRaisesTheGoal(t *testing.T) {
 		runtime.Gosched()
 	}
 	runtime.GC() // a goal computed with the tuned GOGC
-	live, goal, gogc := readUint("/gc/heap/live:bytes"), readUint("/gc/heap/goal:bytes"), readUint("/gc/gogc:percent")
+	live, goal, gogc := readMetric("/gc/heap/live:bytes"), readMetric("/gc/heap/goal:bytes"), readMetric("/gc/gogc:percent")
 	if want := Percent(live, headroom); gogc < uint64(want)*9/10 || gogc > uint64(want)*11/10+1 {
 		t.Errorf("GOGC %d with a live heap of %d bytes, want about %d", gogc, live, want)
 	}
@@ -61,7 +54,7 @@ func TestKeepRaisesTheGoal(t *testing.T) {
 		t.Errorf("heap goal %d bytes, live %d: less than the %d bytes of headroom asked", goal, live, headroom)
 	}
 	tu.Stop()
-	if gogc := readUint("/gc/gogc:percent"); gogc != 100 {
+	if gogc := readMetric("/gc/gogc:percent"); gogc != 100 {
 		t.Errorf("GOGC %d after Stop, want 100", gogc)
 	}
 }
@@ -73,7 +66,7 @@ func TestPauseResume(t *testing.T) {
 	const headroom = 12 << 20
 	tu := Keep(headroom)
 	defer tu.Stop()
-	if gogc := readUint("/gc/gogc:percent"); gogc <= 100 {
+	if gogc := readMetric("/gc/gogc:percent"); gogc <= 100 {
 		t.Fatalf("GOGC %d right after Keep, want above 100", gogc)
 	}
 	tu.Pause()
@@ -86,11 +79,11 @@ func TestPauseResume(t *testing.T) {
 		runtime.GC()
 		runtime.Gosched()
 	}
-	if gogc := readUint("/gc/gogc:percent"); gogc != 100 {
+	if gogc := readMetric("/gc/gogc:percent"); gogc != 100 {
 		t.Errorf("GOGC %d after collections while paused, want 100", gogc)
 	}
 	tu.Resume()
-	if gogc := readUint("/gc/gogc:percent"); gogc <= 100 {
+	if gogc := readMetric("/gc/gogc:percent"); gogc <= 100 {
 		t.Errorf("GOGC %d after Resume, want above 100", gogc)
 	}
 }
@@ -103,7 +96,7 @@ func TestKeepLeavesAnOperatorsGOGC(t *testing.T) {
 	tu.Pause()
 	tu.Resume()
 	runtime.GC()
-	if gogc := readUint("/gc/gogc:percent"); gogc != 100 {
+	if gogc := readMetric("/gc/gogc:percent"); gogc != 100 {
 		t.Errorf("GOGC %d with GOGC set in the environment, want it left at 100", gogc)
 	}
 }
@@ -126,11 +119,11 @@ func TestResumeOnNextCycle(t *testing.T) {
 	runtime.GC() // the trim's collection: its cleanup may run before or after the call below
 	tu.ResumeOnNextCycle()
 	waitCycles(t, tu, seen+1, false) // until that cleanup ran (no new collection)
-	if gogc := readUint("/gc/gogc:percent"); gogc != 100 || !tu.paused.Load() {
+	if gogc := readMetric("/gc/gogc:percent"); gogc != 100 || !tu.paused.Load() {
 		t.Fatalf("GOGC %d, paused %v after the collection made before ResumeOnNextCycle, want 100 and paused", gogc, tu.paused.Load())
 	}
 	waitCycles(t, tu, tu.cycles.Load()+1, true) // a collection of new work
-	if gogc := readUint("/gc/gogc:percent"); gogc <= 100 || tu.paused.Load() {
+	if gogc := readMetric("/gc/gogc:percent"); gogc <= 100 || tu.paused.Load() {
 		t.Fatalf("GOGC %d, paused %v after the next collection, want above 100 and resumed", gogc, tu.paused.Load())
 	}
 }

@@ -42,7 +42,7 @@ type Journal struct {
 	active      *activeSeg
 	sealed      []sealed // oldest first; replaced, never changed in place
 	untrusted   bool     // an fsync, directory sync or truncate failed: rewrite the active segment before committing
-	scratch     []byte   // the line being encoded under SyncAlways, reused
+	scratch     []byte   // the line being encoded under SyncAlways or while untrusted, reused
 	idUnsaved   bool     // the id could not be written yet: retried before committing
 	sealErr     error    // why the last seal failed
 	sealRetryAt int      // retry sealing once the active segment holds this many
@@ -219,12 +219,7 @@ func (j *Journal) stamp(ev Event) (Event, bool, error) {
 // from memory.
 func (j *Journal) writeRecord(ev Event) (int64, error) {
 	a := j.active
-	if j.untrusted {
-		line, err := appendRecord(j.scratch[:0], ev)
-		j.scratch = line
-		return int64(len(line)), err
-	}
-	if j.opts.Sync != SyncAlways {
+	if !j.untrusted && j.opts.Sync != SyncAlways {
 		k := len(a.unwritten)
 		buf, err := appendRecord(a.unwritten, ev)
 		if err != nil {
@@ -240,6 +235,9 @@ func (j *Journal) writeRecord(ev Event) (int64, error) {
 		return 0, err
 	}
 	j.scratch = line
+	if j.untrusted {
+		return int64(len(line)), nil
+	}
 	if _, err := a.file.Write(line); err != nil {
 		return 0, j.rollback("write", err)
 	}
