@@ -134,7 +134,7 @@ func setup(argv []string, log *logger) (*shim, error) {
 	if err := writeSelf(dir); err != nil {
 		return nil, err
 	}
-	s := &shim{args: a, dir: dir, log: log}
+	s := &shim{args: a, dir: dir, log: log, mountNS: -1}
 	if s.cfg, err = readConfig("process.json"); err != nil {
 		return nil, err
 	}

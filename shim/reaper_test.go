@@ -121,3 +121,34 @@ func (r *reaper) close() {
 	close(r.stop)
 	<-r.done
 }
+
+// TestWatchExitReapsWithoutSIGCHLD: a child watched through its pidfd is
+// reaped and its status delivered even if SIGCHLD never reaches the loop.
+func TestWatchExitReapsWithoutSIGCHLD(t *testing.T) {
+	r := newReaper()
+	defer r.close()
+	signal.Stop(r.sigs) // the loop no longer hears SIGCHLD: only the pidfd can wake a reap
+	r.reapAll()
+	stdin, release, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	// The child exits 5 once its stdin is closed.
+	pid, exited, err := r.start("/bin/sh", []string{"sh", "-c", "read x; exit 5"},
+		&syscall.ProcAttr{Files: []uintptr{stdin.Fd(), null.Fd(), null.Fd()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.watchExit(pid)
+	release.Close()
+	expectStatus(t, exited, 5)
+	if st := procState(pid); st != "" {
+		t.Fatalf("child left in state %q after its status was delivered", st)
+	}
+}

@@ -40,6 +40,9 @@ type shim struct {
 	log    *logger
 	reaper *reaper
 	io     *stdio
+	// mountNS holds the init's mount namespace until its exit is notified
+	// (holdMountNS); -1 for an exec or when not held.
+	mountNS int
 }
 
 // run starts the process, reports on the start pipe, then waits for the
@@ -77,6 +80,7 @@ func (s *shim) wait(exited <-chan unix.WaitStatus) int {
 	if err := notifyExit(shellStatus(ws), reaped); err != nil {
 		s.log.warn("exit fifo: " + err.Error() + " (the daemon reads exitStatus instead)")
 	}
+	releaseMountNS(&s.mountNS)
 	switch s.io.drain(drainIdle, drainMax) {
 	case drainIdleGaveUp:
 		s.log.warn("output still held open " + drainIdle.String() + " after the process exited (by a child it left?); stopped copying")
@@ -166,6 +170,10 @@ func (s *shim) adopt() (int, <-chan unix.WaitStatus, error) {
 	}
 	exited := s.reaper.claim(pid)
 	start, err := startTime(pid)
+	if !s.cfg.Exec {
+		s.mountNS = holdMountNS(pid) // before reapAll: pid is still our child's
+	}
+	s.reaper.watchExit(pid) // before reapAll too: pid cannot be reaped (and reused) yet
 	s.reaper.reapAll()
 	if err == nil {
 		err = writeFileAtomic(s.dir, "starttime", []byte(start))
@@ -182,6 +190,7 @@ func (s *shim) adopt() (int, <-chan unix.WaitStatus, error) {
 // undo removes what runc started when the shim cannot take charge of it,
 // so a failed start leaves nothing running; it returns err.
 func (s *shim) undo(pid int, err error) error {
+	releaseMountNS(&s.mountNS)
 	if pid > 0 {
 		s.reaper.signal(pid, unix.SIGKILL) // not once reaped: the pid may be reused
 	}

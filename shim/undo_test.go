@@ -20,7 +20,7 @@ const undoReuseEnv = "SHIM_TEST_UNDO_REUSE"
 
 // undoShim is a shim for an exec (undo runs no runc delete) with reaper r.
 func undoShim(r *reaper) *shim {
-	return &shim{cfg: &processConfig{Exec: true}, reaper: r, log: &logger{}}
+	return &shim{cfg: &processConfig{Exec: true}, reaper: r, log: &logger{}, mountNS: -1}
 }
 
 // TestUndoKillsUnreapedProcess: undo kills the process runc started while
