@@ -74,10 +74,20 @@ func (r *reaper) start(path string, argv []string, attr *syscall.ProcAttr) (int,
 
 // claim returns the channel that will get the status of pid, a child the
 // shim did not start itself (the container process, inherited from runc).
-func (r *reaper) claim(pid int) <-chan unix.WaitStatus {
+// inspect, if not nil, runs with the reaper's lock held, once pid is
+// registered: the loop reaps only with the lock held, so pid cannot be
+// reaped (and its number reused) meanwhile, and what inspect reads of
+// /proc/<pid> is that process's, a zombie at worst. Without it, a SIGCHLD
+// handled right after the registration could reap an exec that exited at
+// once before its start time was read (e2e TestCRIPod failed so once).
+func (r *reaper) claim(pid int, inspect func()) <-chan unix.WaitStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.watchLocked(pid)
+	ch := r.watchLocked(pid)
+	if inspect != nil {
+		inspect()
+	}
+	return ch
 }
 
 func (r *reaper) watchLocked(pid int) chan unix.WaitStatus {

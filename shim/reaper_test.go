@@ -57,7 +57,7 @@ func TestReaper(t *testing.T) {
 	if _, err := startTime(proc); err != nil {
 		t.Fatalf("start time of the exited child: %v", err)
 	}
-	exited := r.claim(proc)
+	exited := r.claim(proc, nil)
 	r.reapAll()
 	expectStatus(t, exited, 4)
 
@@ -150,5 +150,54 @@ func TestWatchExitReapsWithoutSIGCHLD(t *testing.T) {
 	expectStatus(t, exited, 5)
 	if st := procState(pid); st != "" {
 		t.Fatalf("child left in state %q after its status was delivered", st)
+	}
+}
+
+// TestClaimInspectsBeforeAnyReap: what claim's inspect reads of a child
+// that has already exited is there, however busy the loop is reaping: the
+// child cannot be reaped between its registration and the inspection.
+func TestClaimInspectsBeforeAnyReap(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	attr := func(code int, stdout *os.File) *syscall.ProcAttr {
+		return &syscall.ProcAttr{
+			Env:   append(os.Environ(), exitEnv+"="+strconv.Itoa(code)),
+			Files: []uintptr{null.Fd(), stdout.Fd(), null.Fd()},
+		}
+	}
+	r := newReaper()
+	defer r.close()
+	for range 20 {
+		proc := forkExited(t, self, attr) // a zombie, not claimed yet
+		stop := make(chan struct{})
+		hammered := make(chan struct{})
+		go func() { // as SIGCHLDs of other children would
+			defer close(hammered)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					r.reap()
+				}
+			}
+		}()
+		var start string
+		var serr error
+		exited := r.claim(proc, func() { start, serr = startTime(proc) })
+		close(stop)
+		<-hammered
+		if serr != nil || start == "" {
+			t.Fatalf("start time of a claimed zombie: %q, %v", start, serr)
+		}
+		r.reap() // the hammer may have stopped before reaping it
+		expectStatus(t, exited, 4)
 	}
 }

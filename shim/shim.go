@@ -168,12 +168,14 @@ func (s *shim) adopt() (int, <-chan unix.WaitStatus, error) {
 		s.reaper.reapAll()
 		return 0, nil, s.undo(0, err)
 	}
-	exited := s.reaper.claim(pid)
-	start, err := startTime(pid)
-	if !s.cfg.Exec {
-		s.mountNS = holdMountNS(pid) // before reapAll: pid is still our child's
-	}
-	s.reaper.watchExit(pid) // before reapAll too: pid cannot be reaped (and reused) yet
+	var start string
+	exited := s.reaper.claim(pid, func() { // pid cannot be reaped meanwhile
+		start, err = startTime(pid)
+		if !s.cfg.Exec {
+			s.mountNS = holdMountNS(pid)
+		}
+		s.reaper.watchExit(pid)
+	})
 	s.reaper.reapAll()
 	if err == nil {
 		err = writeFileAtomic(s.dir, "starttime", []byte(start))
