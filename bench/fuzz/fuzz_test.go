@@ -379,8 +379,12 @@ type fakeStream struct {
 	n   int
 }
 
-func (f *fakeStream) Context() context.Context     { return f.ctx }
-func (f *fakeStream) Send(*types.Event) error      { f.n++; return nil }
+func (f *fakeStream) Context() context.Context { return f.ctx }
+func (f *fakeStream) Send(*types.Event) error  { f.n++; return nil }
+
+// SendMsg is what Events sends with (pre-encoded events, since stop 23):
+// without it the embedded nil ServerStream was called.
+func (f *fakeStream) SendMsg(any) error            { f.n++; return nil }
 func (f *fakeStream) SetHeader(metadata.MD) error  { return nil }
 func (f *fakeStream) SendHeader(metadata.MD) error { return nil }
 func (f *fakeStream) SetTrailer(metadata.MD)       {}
