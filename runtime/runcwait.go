@@ -1,14 +1,14 @@
 package runtime
 
 import (
-	"os"
 	"os/exec"
 	goruntime "runtime"
 	"syscall"
 	"time"
 
 	gorunc "github.com/containerd/go-runc"
-	"golang.org/x/sys/unix"
+
+	"github.com/evjournal/containerd/internal/pidfdwait"
 )
 
 // go-runc waits for each runc it runs in a goroutine blocked in waitid(2).
@@ -19,8 +19,8 @@ import (
 // while the subscriber's goroutine, readied by the exit's publication just
 // before, sat in that P's queue (exit_event_p99_under_state_load_ms). So the
 // daemon's runc calls are waited for through the netpoller instead: the
-// goroutine parks on the runc process's pidfd and calls Wait only once it
-// exited.
+// goroutine parks on the runc process's pidfd (internal/pidfdwait) and
+// calls Wait only once it exited.
 func init() { gorunc.Monitor = netpollMonitor{} }
 
 type netpollMonitor struct{}
@@ -77,19 +77,11 @@ func waitCmd(c *exec.Cmd) gorunc.Exit {
 	return gorunc.Exit{Timestamp: time.Now(), Pid: c.Process.Pid, Status: status}
 }
 
-// parkUntilExited parks the calling goroutine until child pid (not waited for
-// yet, so the pid is still its own) has exited. When no pollable pidfd can
-// be had it returns at once, and Wait blocks as before.
+// parkUntilExited parks the calling goroutine until child pid (not waited
+// for yet, so the pid is still its own) has exited. When no pidfd can be
+// had it returns at once, and Wait blocks as before.
 func parkUntilExited(pid int) {
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
-	if err != nil {
-		return
+	if w, err := pidfdwait.Open(pid); err == nil {
+		w.Wait()
 	}
-	f := os.NewFile(uintptr(fd), "pidfd")
-	defer f.Close()
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return
-	}
-	rc.Read(func(fd uintptr) bool { return pollFor(int(fd), unix.POLLIN, unix.POLLIN|unix.POLLHUP, 0) })
 }

@@ -15,21 +15,7 @@ import (
 // status). It must not run in parallel with tests that start processes: its
 // reaper waits for any child of the test process.
 func TestReaper(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
-	attr := func(code int, stdout *os.File) *syscall.ProcAttr {
-		return &syscall.ProcAttr{
-			Env:   append(os.Environ(), exitEnv+"="+strconv.Itoa(code)),
-			Files: []uintptr{null.Fd(), stdout.Fd(), null.Fd()},
-		}
-	}
+	self, null, attr := exitingChildren(t)
 	r := newReaper()
 	defer r.close()
 
@@ -67,6 +53,29 @@ func TestReaper(t *testing.T) {
 	if st := procState(orphan); st != "" {
 		t.Fatalf("orphan child left in state %q after a reap", st)
 	}
+}
+
+// exitingChildren returns this test binary, /dev/null (closed at the end
+// of the test) and the attributes that make the binary, run as a child,
+// exit at once with a given status, its stdout given.
+func exitingChildren(t *testing.T) (self string, null *os.File, attr func(code int, stdout *os.File) *syscall.ProcAttr) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	null, err = os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { null.Close() })
+	attr = func(code int, stdout *os.File) *syscall.ProcAttr {
+		return &syscall.ProcAttr{
+			Env:   append(os.Environ(), exitEnv+"="+strconv.Itoa(code)),
+			Files: []uintptr{null.Fd(), stdout.Fd(), null.Fd()},
+		}
+	}
+	return self, null, attr
 }
 
 // forkExited starts a child outside the reaper that exits with status 4 and
@@ -157,21 +166,7 @@ func TestWatchExitReapsWithoutSIGCHLD(t *testing.T) {
 // that has already exited is there, however busy the loop is reaping: the
 // child cannot be reaped between its registration and the inspection.
 func TestClaimInspectsBeforeAnyReap(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
-	attr := func(code int, stdout *os.File) *syscall.ProcAttr {
-		return &syscall.ProcAttr{
-			Env:   append(os.Environ(), exitEnv+"="+strconv.Itoa(code)),
-			Files: []uintptr{null.Fd(), stdout.Fd(), null.Fd()},
-		}
-	}
+	self, _, attr := exitingChildren(t)
 	r := newReaper()
 	defer r.close()
 	for range 20 {
