@@ -13,6 +13,7 @@ import (
 	"github.com/evjournal/containerd/monitor"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor/journal"
+	"github.com/evjournal/containerd/supervisor/objects"
 	"github.com/sirupsen/logrus"
 )
 
@@ -21,12 +22,7 @@ import (
 // event of this incarnation. A failed start publishes nothing and leaves the
 // id free when the error is returned.
 func (s *Supervisor) CreateContainer(ctx context.Context, r CreateRequest) (ContainerInfo, error) {
-	if err := runtime.ValidateID(r.ID); err != nil {
-		s.logRejected(r, err)
-		return ContainerInfo{}, err
-	}
-	if err := runtime.ValidateStdio(r.Stdio); err != nil {
-		s.logRejected(r, err)
+	if err := s.validateCreate(r); err != nil {
 		return ContainerInfo{}, err
 	}
 	return call(ctx, s, "create", func(done func(ContainerInfo, error)) {
@@ -37,6 +33,19 @@ func (s *Supervisor) CreateContainer(ctx context.Context, r CreateRequest) (Cont
 			done(info, err)
 		})
 	})
+}
+
+// validateCreate checks a create's id and stdio paths before anything is
+// made from them.
+func (s *Supervisor) validateCreate(r CreateRequest) error {
+	err := runtime.ValidateID(r.ID)
+	if err == nil {
+		err = runtime.ValidateStdio(r.Stdio)
+	}
+	if err != nil {
+		s.logRejected(r, err)
+	}
+	return err
 }
 
 // logRejected says at info level why a create failed: the client gets the
@@ -188,6 +197,9 @@ func (e *cleanupError) Unwrap() error { return e.cause }
 func (s *Supervisor) finishCreate(e *entry, c Container, p Process, err error, done func(ContainerInfo, error)) {
 	if err != nil {
 		delete(s.containers, e.id)
+		if o, ok := s.objects.Get(e.id); ok && o.Starting {
+			s.emit(objects.StartFailedEvent(e.id, err.Error()))
+		}
 		done(ContainerInfo{}, err)
 		return
 	}

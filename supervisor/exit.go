@@ -147,6 +147,7 @@ func (s *Supervisor) publishExecExit(e *entry, p Process, status uint32, at time
 	delete(e.execs, p.ID())
 	delete(s.procs, p)
 	s.emit(s.exitEvent(e, p.ID(), status, at))
+	s.fireWatches(e.id, p.ID(), status, at)
 	s.afterCommit(func() {
 		s.enqueue(e.id, step{name: "remove-exec", retry: true, work: func(context.Context) error {
 			if err := e.c.Records().MarkExitPublished(p.ID()); err != nil {
@@ -174,6 +175,7 @@ func (s *Supervisor) finishInit(e *entry) {
 	delete(s.procs, e.init)
 	s.m.containers.Update(int64(len(s.containers)))
 	s.emit(s.exitEvent(e, "init", e.initExit.status, e.initExit.at))
+	s.fireWatches(e.id, "init", e.initExit.status, e.initExit.at)
 	s.afterCommit(func() { s.enqueue(e.id, s.deleteStep(e)) })
 }
 

@@ -11,6 +11,7 @@ import (
 // While the journal cannot write, ev is held instead (degraded.go): it is
 // published only once journaled. Called on the loop only.
 func (s *Supervisor) emit(ev journal.Event) {
+	s.applyToObjects(ev)
 	if s.degraded != nil {
 		s.hold(pending{ev: &ev})
 		return

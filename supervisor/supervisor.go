@@ -24,6 +24,7 @@ import (
 
 	"github.com/evjournal/containerd/monitor"
 	"github.com/evjournal/containerd/supervisor/journal"
+	"github.com/evjournal/containerd/supervisor/objects"
 )
 
 // Config is the supervisor's configuration; zero values get defaults.
@@ -139,6 +140,12 @@ type Supervisor struct {
 	pending    int                      // steps in the per-id queues, running or waiting (admit)
 	stopping   bool
 	crash      crashPoint // test-only failpoint, empty in the daemon (failpoint_off.go)
+	// objects is the lifecycle of the CRI service's pods and containers
+	// (cri.go); watches are the exit watches, by id and process id.
+	objects *objects.Table
+	watches map[string][]chan ExitStatus
+	// snapshots writes the objects' snapshot; nil until the loop runs.
+	snapshots *snapshotWriter
 }
 
 // task is a function run on the loop goroutine.
@@ -170,6 +177,7 @@ func New(cfg Config) (*Supervisor, error) {
 		stopped: make(chan struct{}), startDone: make(chan struct{}),
 		containers: map[string]*entry{}, procs: map[Process]*entry{},
 		queues: map[string]*workQueue{}, subs: map[*subscriber]struct{}{},
+		objects: objects.NewTable(), watches: map[string][]chan ExitStatus{},
 	}
 	s.m = newMetrics(cfg.Metrics)
 	opts := journal.Options{RetainCount: cfg.RetainCount, Sync: cfg.SyncPolicy, Logger: cfg.Logger}
@@ -219,8 +227,10 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	}
 	defer close(s.startDone)
 
+	s.loadObjects()
 	err := s.restore(ctx)
 	if err == nil {
+		s.exitLostObjects("no container of it was found at the restart")
 		s.flush()
 		s.scheduleReconcile()
 	}
@@ -234,6 +244,7 @@ func (s *Supervisor) Start(ctx context.Context) error {
 		return fmt.Errorf("restore: %w", err)
 	}
 	s.phase = phaseRunning
+	s.startSnapshots()
 	go s.loop()
 	return nil
 }
@@ -259,6 +270,7 @@ func (s *Supervisor) Stop() error {
 	close(s.stopCh)
 	if was == phaseRunning {
 		<-s.loopDone
+		s.snapshots.close()
 	} else {
 		close(s.loopDone) // the loop never ran: release whoever waits on it
 	}
@@ -296,6 +308,7 @@ func (s *Supervisor) loop() {
 		}
 		s.drain()
 		s.flush()
+		s.maybeSnapshot()
 	}
 }
 
@@ -390,6 +403,7 @@ func (s *Supervisor) flush() {
 func (s *Supervisor) shutdown() {
 	s.stopping = true
 	s.flush()
+	s.maybeSnapshot()
 	for sub := range s.subs {
 		s.cutOff(sub, ErrStopped)
 	}

@@ -298,7 +298,7 @@ var plain = func() (t [256]bool) {
 // internType returns the package's constant for a known event type, so the
 // millions of records of a replay do not each allocate it.
 func (d *decoder) internType(b []byte) string {
-	for _, t := range []string{TypeExit, TypeStartContainer, TypeStartProcess, TypeOOM, TypePause, TypeResume, TypeCRICreated, TypeCRIDeleted} {
+	for _, t := range []string{TypeExit, TypeStartContainer, TypeStartProcess, TypeOOM, TypePause, TypeResume, TypeCRICreated, TypeCRIDeleted, TypeCRIStartFailed} {
 		if string(b) == t {
 			return t
 		}
@@ -498,7 +498,7 @@ func decodeEpoch(ev *Event, raw []byte, n uint64) bool {
 // ordinary one; ok is false otherwise.
 func encodeFast(buf []byte, ev Event) ([]byte, bool) {
 	y := ev.Timestamp.Year()
-	if y < 0 || y > 9999 {
+	if y < 0 || y > 9999 || ev.CRI != nil {
 		return buf, false
 	}
 	start := len(buf)

@@ -101,6 +101,9 @@ const (
 	// libcontainerd logs them at debug level).
 	TypeCRICreated = "cri-created"
 	TypeCRIDeleted = "cri-deleted"
+	// TypeCRIStartFailed: a CRI container's (or pod's) start ran no
+	// process; it is exited with status 128 (Status) from then on.
+	TypeCRIStartFailed = "cri-start-failed"
 )
 
 // Event is one journaled state change. The first five fields are what the v0.2
@@ -124,4 +127,17 @@ type Event struct {
 	// clock, as it reported it); zero when unknown (the shim died first).
 	// Timestamp stays the journal's time of the event.
 	ExitedAt time.Time `json:"exitedAt,omitzero"`
+	// CRI is, for the CRI service's events, what they say of the object:
+	// its kind, pod and reserved name on cri-created, the error on
+	// cri-start-failed. nil on every other event. These records take the
+	// codec's encoding/json path (they are few: one per pod or container).
+	CRI *CRIObject `json:"cri,omitempty"`
+}
+
+// CRIObject is the CRI part of a cri-created or cri-start-failed event.
+type CRIObject struct {
+	Kind    string `json:"kind,omitempty"`    // "sandbox" or "container"
+	Sandbox string `json:"sandbox,omitempty"` // a container's pod
+	Name    string `json:"name,omitempty"`    // the reservation key
+	Message string `json:"message,omitempty"` // why a start failed
 }

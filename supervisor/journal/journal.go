@@ -49,6 +49,11 @@ type Journal struct {
 	clock       clockState
 	committed   clockState // clock as of the last Commit, restored by a rollback
 	closed      bool
+	// keepAfter, when holdRetention is set, is the newest seq retention may
+	// drop: a reader that checkpoints its state (the CRI objects' snapshot)
+	// still needs every event after it.
+	keepAfter     uint64
+	holdRetention bool
 
 	mu   sync.RWMutex
 	view view // guarded by mu: what readers see

@@ -54,6 +54,17 @@ func (j *Journal) After(seq uint64, id string) *Replay {
 	return r
 }
 
+// AfterRetained is After without the RetainCount bound: every committed
+// event with Seq > seq that is still on disk. It is for the daemon's own
+// checkpointed readers (HoldRetention), whose events retention keeps.
+func (j *Journal) AfterRetained(seq uint64) *Replay {
+	v := j.snapshot()
+	v.floor = 0
+	r := newReplay(v, "")
+	r.seekSeq(seq + 1)
+	return r
+}
+
 // Since returns a replay of the committed events after t, filtered and
 // bounded like After. "After t" is, across clock epochs:
 //

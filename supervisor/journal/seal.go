@@ -189,7 +189,8 @@ func (j *Journal) retain() {
 		return
 	}
 	removed := 0
-	for removed < len(j.sealed) && j.sealed[removed].sum.LastSeq+r <= j.committed.seq {
+	for removed < len(j.sealed) && j.sealed[removed].sum.LastSeq+r <= j.committed.seq &&
+		(!j.holdRetention || j.sealed[removed].sum.LastSeq <= j.keepAfter) {
 		if err := j.removeSegment(j.sealed[removed]); err != nil {
 			if !errors.Is(err, errSimulatedCrash) {
 				j.log.WithError(err).Warn("journal: cannot remove an old segment; retrying later")
@@ -210,6 +211,15 @@ func (j *Journal) retain() {
 	j.committed.epochs = pruneEpochs(j.committed.epochs, first)
 	j.stats.removedSegments.Add(uint64(removed))
 	j.publish()
+}
+
+// HoldRetention keeps every event after seq, whatever the retain count:
+// retention removes only segments whose events are all at or below it. A
+// reader that checkpoints what it built from the events (and replays the
+// events after its checkpoint at start) calls it after each checkpoint it
+// wrote. Called by the writer only, as Append.
+func (j *Journal) HoldRetention(seq uint64) {
+	j.holdRetention, j.keepAfter = true, seq
 }
 
 // removeSegment removes the log first: an index left alone by a crash is

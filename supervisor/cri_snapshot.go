@@ -1,0 +1,194 @@
+package supervisor
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/evjournal/containerd/internal/atomicfile"
+	"github.com/evjournal/containerd/supervisor/objects"
+)
+
+// The objects table is checkpointed in <journal dir>/cri-objects.json, off
+// the loop: after a batch that changed it, the loop encodes the table with
+// the journal's last seq and hands the bytes to the snapshot writer, which
+// writes them atomically and then lets the journal's retention drop the
+// events at or below that seq (HoldRetention). A start loads the snapshot
+// and replays the journal after its seq (loadObjects). The snapshot is
+// never ahead of the journal: none is taken while events are held.
+
+// snapshotRetry is the pause after a snapshot that could not be written (a
+// full disk): the next one is tried no sooner.
+const snapshotRetry = time.Second
+
+type snapshotJob struct {
+	data []byte
+	seq  uint64
+}
+
+// snapshotWriter writes the latest snapshot it was offered; older ones
+// that were not written yet are dropped.
+type snapshotWriter struct {
+	path string
+	mu   sync.Mutex
+	next *snapshotJob // guarded by mu
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newSnapshotWriter(path string) *snapshotWriter {
+	return &snapshotWriter{path: path, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (w *snapshotWriter) offer(j snapshotJob) {
+	w.mu.Lock()
+	w.next = &j
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *snapshotWriter) take() *snapshotJob {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	j := w.next
+	w.next = nil
+	return j
+}
+
+// run writes offered snapshots until close; written reports each one.
+func (w *snapshotWriter) run(written func(seq uint64, err error)) {
+	defer close(w.done)
+	for {
+		select {
+		case <-w.stop:
+			if j := w.take(); j != nil {
+				written(j.seq, atomicfile.Write(w.path, j.data, 0o600))
+			}
+			return
+		case <-w.wake:
+		}
+		j := w.take()
+		if j == nil {
+			continue
+		}
+		err := atomicfile.Write(w.path, j.data, 0o600)
+		written(j.seq, err)
+		if err != nil {
+			select {
+			case <-w.stop:
+			case <-time.After(snapshotRetry):
+			}
+		}
+	}
+}
+
+func (w *snapshotWriter) close() {
+	close(w.stop)
+	<-w.done
+}
+
+// maybeSnapshot offers a snapshot of the objects when they changed and the
+// journal holds everything they reflect. Called on the loop after a flush.
+func (s *Supervisor) maybeSnapshot() {
+	if !s.objects.Dirty() || s.degraded != nil || len(s.outbox) > 0 || s.snapshots == nil {
+		return
+	}
+	seq, _ := s.journal.Last()
+	data, err := s.objects.Snapshot(s.journal.ID(), seq)
+	if err != nil {
+		s.log.WithError(err).Error("cri objects: cannot encode the snapshot")
+		return
+	}
+	s.objects.MarkClean()
+	s.snapshots.offer(snapshotJob{data: data, seq: seq})
+}
+
+// snapshotWritten runs on the writer: a written snapshot lets retention go
+// up to its seq; a failed one leaves the table dirty, to be tried again.
+func (s *Supervisor) snapshotWritten(seq uint64, err error) {
+	if err != nil {
+		s.log.WithError(err).Warn("cri objects: cannot write the snapshot; the journal keeps the events since the last one, retrying")
+		s.send(func(s *Supervisor) { s.objects.MarkDirty() })
+		return
+	}
+	s.send(func(s *Supervisor) { s.journal.HoldRetention(seq) })
+}
+
+// loadObjects rebuilds the objects table before the restore: the snapshot,
+// then the journal's events after it. Without a readable snapshot of this
+// journal, the whole journal is replayed (once: a snapshot is written at
+// the end of the start).
+func (s *Supervisor) loadObjects() {
+	path := filepath.Join(s.journalDir, objects.SnapshotFile)
+	from, table := s.readSnapshot(path)
+	s.objects = table
+	r := s.journal.AfterRetained(from)
+	defer r.Close()
+	n, first := 0, uint64(0)
+	for {
+		ev, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			s.log.WithError(err).Error("cri objects: replaying the journal failed; objects may lag behind it until reconciled")
+			break
+		}
+		if first == 0 {
+			first = ev.Seq
+		}
+		s.objects.Apply(ev)
+		n++
+	}
+	if from > 0 && first > from+1 {
+		s.log.WithField("snapshot_seq", from).WithField("first_seq", first).
+			Warn("cri objects: the journal no longer holds every event since the snapshot; running objects without a container get exit 255")
+	}
+	s.journal.HoldRetention(from)
+	s.objects.MarkDirty() // written at the end of the start, so the next start reads little
+	s.log.WithField("objects", s.objects.Len()).WithField("replayed", n).WithField("snapshot_seq", from).Info("cri objects loaded")
+}
+
+// readSnapshot returns the table of the snapshot at path and the seq to
+// replay from: 0 (everything) when there is none of this journal.
+func (s *Supervisor) readSnapshot(path string) (uint64, *objects.Table) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, objects.NewTable()
+	}
+	if err != nil {
+		s.log.WithError(err).Error("cri objects: snapshot unreadable; replaying the whole journal")
+		return 0, objects.NewTable()
+	}
+	l, err := objects.LoadSnapshot(data)
+	if err != nil {
+		aside := path + ".bad-" + time.Now().UTC().Format("20060102T150405")
+		s.log.WithError(err).WithField("kept_as", aside).Error("cri objects: snapshot unreadable; set aside, replaying the whole journal")
+		if rerr := os.Rename(path, aside); rerr != nil {
+			s.log.WithError(rerr).Warn("cri objects: cannot set the bad snapshot aside")
+		}
+		return 0, objects.NewTable()
+	}
+	if l.Journal != s.journal.ID() {
+		// The journal was replaced: what the snapshot knows still holds,
+		// and the new journal is replayed whole on top of it.
+		s.log.WithField("snapshot_journal", l.Journal).WithField("journal", s.journal.ID()).
+			Warn("cri objects: the snapshot is of another journal; replaying this one whole on top of it")
+		return 0, l.Table
+	}
+	return l.Seq, l.Table
+}
+
+// startSnapshots starts the writer (once the loop runs).
+func (s *Supervisor) startSnapshots() {
+	s.snapshots = newSnapshotWriter(filepath.Join(s.journalDir, objects.SnapshotFile))
+	go s.snapshots.run(s.snapshotWritten)
+}
