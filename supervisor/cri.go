@@ -63,7 +63,9 @@ func (s *Supervisor) CommitObject(ctx context.Context, id string) (objects.Objec
 		s.replyAfterCommit(func() {
 			o, _ := s.objects.Get(id)
 			done(o, nil)
-		}, func(err error) { done(objects.Object{}, fmt.Errorf("the cri-created event of %s cannot be journaled yet: %w", id, err)) })
+		}, func(err error) {
+			done(objects.Object{}, fmt.Errorf("the cri-created event of %s cannot be journaled yet: %w", id, err))
+		})
 	})
 }
 
