@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
 	"sync/atomic"
-	"time"
+	"syscall"
 
 	"github.com/evjournal/containerd/api/types"
 	"github.com/sirupsen/logrus"
@@ -39,12 +40,17 @@ func connect(c *cli.Context) (*client, error) {
 		return nil, fmt.Errorf("--address %q: unsupported protocol %q (want unix or tcp)", addr, proto)
 	}
 	timeout := c.Duration("conn-timeout")
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	var dialErr atomic.Value // the last dial's error, for the message
 	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
 		d := net.Dialer{Timeout: timeout}
 		conn, err := d.DialContext(ctx, proto, path)
 		if err != nil {
 			dialErr.Store(err)
+			if nothingListens(err) {
+				cancel() // no retry can succeed within the timeout
+			}
 		}
 		return conn, err
 	}
@@ -54,7 +60,7 @@ func connect(c *cli.Context) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := waitReady(conn, timeout); err != nil {
+	if err := waitReady(ctx, conn); err != nil {
 		conn.Close()
 		if derr, ok := dialErr.Load().(error); ok {
 			return nil, fmt.Errorf("cannot connect to the daemon at %s: %w", addr, derr)
@@ -64,14 +70,25 @@ func connect(c *cli.Context) (*client, error) {
 	return &client{APIClient: types.NewAPIClient(conn), conn: conn}, nil
 }
 
-// waitReady connects and waits, up to timeout, for the connection to be
+// nothingListens reports a dial error that waiting will not cure: no
+// socket at the path, nobody listening, no permission. v0.2.9's ctr failed
+// on these at once; only a daemon that accepts but does not answer is
+// waited for, up to --conn-timeout.
+func nothingListens(err error) bool {
+	for _, errno := range []syscall.Errno{syscall.ENOENT, syscall.ECONNREFUSED, syscall.EACCES, syscall.ENOTSOCK} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitReady connects and waits, until ctx ends, for the connection to be
 // ready, as v0.2's ctr did (a blocking dial): a daemon that is stopped
 // (SIGSTOP) or hung accepts on its socket but never completes the
 // handshake, and without this check every call would fail only after
 // grpc's own 20 s with "use of closed network connection".
-func waitReady(conn *grpc.ClientConn, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
 	conn.Connect()
 	for {
 		st := conn.GetState()

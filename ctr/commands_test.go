@@ -2,12 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/evjournal/containerd/api/types"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func TestContainersList(t *testing.T) {
@@ -270,5 +274,121 @@ func TestEventsStoredOnly(t *testing.T) {
 	var ev map[string]any
 	if code != 0 || json.Unmarshal([]byte(strings.Split(out, "\n")[1]), &ev) != nil || ev["status"] != 3.0 || ev["seq"] != 2.0 {
 		t.Fatalf("json: code %d, %q", code, out)
+	}
+}
+
+// TestEventsTableColumnsLineUp: each value starts where its header does,
+// empty cells included; an ID longer than its column shifts only the rest
+// of its own row.
+func TestEventsTableColumnsLineUp(t *testing.T) {
+	api := newFakeAPI()
+	api.events = []*types.Event{
+		{Type: "start-container", Id: "c1", Timestamp: ts(1), Seq: 1},
+		{Type: "start-process", Id: "a-container-id-longer-than-its-column", Pid: "exec-1", Timestamp: ts(2), Seq: 2},
+		{Type: "exit", Id: "c1", Pid: "init", Status: 137, Timestamp: &timestamppb.Timestamp{Seconds: 3, Nanos: 5}, Seq: 3},
+	}
+	addr, _ := serveFake(t, api)
+	code, out, errOut := runCtr(t, "", "--address", addr, "events", "--stored-only")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if code != 0 || len(lines) != 4 {
+		t.Fatalf("code %d, stdout %q, stderr %q: want a header and 3 rows", code, out, errOut)
+	}
+	header := lines[0]
+	cols := []string{"TIME", "TYPE", "ID", "PID", "STATUS"}
+	for i, ev := range api.events {
+		row := lines[i+1]
+		cells := []string{ev.GetTimestamp().AsTime().Local().Format(tableTime), ev.GetType(), ev.GetId(), ev.GetPid(), fmt.Sprint(ev.GetStatus())}
+		for k, cell := range cells {
+			if cell == "" || (k > 2 && len(ev.GetId()) >= strings.Index(header, "PID")-strings.Index(header, "ID")) {
+				continue // an empty cell; or after the long ID, which shifts them
+			}
+			at := strings.Index(header, cols[k])
+			if !strings.HasPrefix(row[at:], cell+" ") && row[at:] != cell || (at > 0 && row[at-1] != ' ') {
+				t.Errorf("row %d: %s %q is not under its header (column %d)\n%s", i+1, cols[k], cell, at, out)
+			}
+		}
+	}
+}
+
+// TestEventsJSONCarriesExtensions: `--format json` prints the journalId
+// that --journal-id asks for, and an exit's exitedAt.
+func TestEventsJSONCarriesExtensions(t *testing.T) {
+	exited := time.Date(2024, 3, 4, 5, 6, 7, 8, time.UTC)
+	api := newFakeAPI()
+	api.events = []*types.Event{
+		{Type: "start-container", Id: "c1", Timestamp: ts(1), Seq: 1, JournalId: "0123456789abcdef0123456789abcdef"},
+		{Type: "exit", Id: "c1", Pid: "init", Status: 3, Timestamp: ts(2), Seq: 2, JournalId: "0123456789abcdef0123456789abcdef",
+			ExitedAt: timestamppb.New(exited)},
+	}
+	addr, _ := serveFake(t, api)
+	code, out, errOut := runCtr(t, "", "--address", addr, "events", "--stored-only", "--format", "json")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 2 {
+		t.Fatalf("code %d, stdout %q, stderr %q: want 2 JSON lines", code, out, errOut)
+	}
+	var start, exit map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &start); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &exit); err != nil {
+		t.Fatal(err)
+	}
+	if start["journalId"] != "0123456789abcdef0123456789abcdef" || exit["journalId"] != start["journalId"] {
+		t.Errorf("journalId missing: %s", out)
+	}
+	if _, ok := start["exitedAt"]; ok {
+		t.Errorf("start-container has an exitedAt: %s", lines[0])
+	}
+	got, err := time.Parse(time.RFC3339Nano, fmt.Sprint(exit["exitedAt"]))
+	if err != nil || !got.Equal(exited) {
+		t.Errorf("exitedAt %v (%v), want %s: %s", exit["exitedAt"], err, exited, lines[1])
+	}
+}
+
+// TestNoDaemonFailsAtOnce: with no socket at the path, or a socket nobody
+// listens on (a daemon that died), ctr fails at once naming the path, not
+// after --conn-timeout.
+func TestNoDaemonFailsAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "stale.sock")
+	lis, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis.(*net.UnixListener).SetUnlinkOnClose(false)
+	lis.Close()
+	tests := []struct{ name, sock, errno string }{
+		{"no socket", filepath.Join(dir, "no.sock"), "no such file or directory"},
+		{"nobody listening", stale, "connection refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCtrWithin(t, 10*time.Second, "--address", "unix://"+tt.sock, "--conn-timeout", "1h", "version")
+			want := "ctr: cannot connect to the daemon at unix://" + tt.sock + ": dial unix " + tt.sock + ": connect: " + tt.errno + "\n"
+			if code != 1 || out != "" || errOut != want {
+				t.Fatalf("code %d, stdout %q, stderr %q; want 1 and %q", code, out, errOut, want)
+			}
+		})
+	}
+}
+
+// runCtrWithin is runCtr failing the test if ctr has not returned within d.
+func runCtrWithin(t *testing.T, d time.Duration, args ...string) (int, string, string) {
+	t.Helper()
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := runCtr(t, "", args...)
+		done <- result{code, out, errOut}
+	}()
+	select {
+	case r := <-done:
+		return r.code, r.out, r.errOut
+	case <-time.After(d):
+		t.Fatalf("ctr %q still running after %s", args, d)
+		return 0, "", ""
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/evjournal/containerd/api/types"
@@ -151,6 +151,16 @@ func isLag(err error) bool {
 // keeps its width (--timestamp accepts it as is).
 const tableTime = "2006-01-02T15:04:05.000000000Z07:00"
 
+// eventColumns are the widths of the table's columns but the last (TIME,
+// TYPE, ID, PID), and columnGap the spaces after each. They are fixed, not
+// measured: the header is printed before any event and each row as it
+// arrives, so no writer ever sees two lines together (a tabwriter per line
+// sized the header's TIME 23 wide and the rows' 38). A longer value shifts
+// only the rest of its own row.
+var eventColumns = [...]int{len(tableTime), len("start-container"), 20, 10}
+
+const columnGap = 3
+
 // eventPrinter prints events as a table (v0.2.9's `TIME TYPE ID PID
 // STATUS`) or as JSON lines.
 type eventPrinter struct {
@@ -163,33 +173,47 @@ func newEventPrinter(out io.Writer, format string) *eventPrinter {
 	return &eventPrinter{out: out, format: format}
 }
 
-// eventJSON is one line of `--format json`.
+// eventJSON is one line of `--format json`: every field of the event, the
+// extensions included (journalId is what --journal-id takes back).
 type eventJSON struct {
-	Time   string `json:"time"`
-	Type   string `json:"type"`
-	ID     string `json:"id"`
-	Pid    string `json:"pid,omitempty"`
-	Status uint32 `json:"status"`
-	Seq    uint64 `json:"seq,omitempty"`
+	Time      string `json:"time"`
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	Pid       string `json:"pid,omitempty"`
+	Status    uint32 `json:"status"`
+	Seq       uint64 `json:"seq,omitempty"`
+	JournalID string `json:"journalId,omitempty"`
+	ExitedAt  string `json:"exitedAt,omitempty"`
 }
 
 func (p *eventPrinter) print(ev *types.Event) error {
-	t := ev.GetTimestamp().AsTime().Local()
 	if p.format == "json" {
-		ts := t.Format(time.RFC3339Nano)
-		b, err := json.Marshal(eventJSON{Time: ts, Type: ev.GetType(), ID: ev.GetId(), Pid: ev.GetPid(), Status: ev.GetStatus(), Seq: ev.GetSeq()})
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(p.out, "%s\n", b)
-		return err
+		return p.printJSON(ev)
 	}
 	if err := p.printHeader(); err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(p.out, 20, 1, 3, ' ', 0)
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", t.Format(tableTime), ev.GetType(), ev.GetId(), ev.GetPid(), ev.GetStatus())
-	return w.Flush()
+	t := ev.GetTimestamp().AsTime().Local().Format(tableTime)
+	_, err := io.WriteString(p.out, tableLine(t, ev.GetType(), ev.GetId(), ev.GetPid(), strconv.FormatUint(uint64(ev.GetStatus()), 10)))
+	return err
+}
+
+func (p *eventPrinter) printJSON(ev *types.Event) error {
+	line := eventJSON{Time: localTime(ev.GetTimestamp()), Type: ev.GetType(), ID: ev.GetId(), Pid: ev.GetPid(),
+		Status: ev.GetStatus(), Seq: ev.GetSeq(), JournalID: ev.GetJournalId()}
+	if ev.GetExitedAt() != nil {
+		line.ExitedAt = localTime(ev.GetExitedAt())
+	}
+	b, err := json.Marshal(line)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(p.out, "%s\n", b)
+	return err
+}
+
+func localTime(ts *timestamppb.Timestamp) string {
+	return ts.AsTime().Local().Format(time.RFC3339Nano)
 }
 
 // printHeader prints the table's header line once (nothing for JSON).
@@ -198,7 +222,19 @@ func (p *eventPrinter) printHeader() error {
 		return nil
 	}
 	p.header = true
-	w := tabwriter.NewWriter(p.out, 20, 1, 3, ' ', 0)
-	fmt.Fprint(w, "TIME\tTYPE\tID\tPID\tSTATUS\n")
-	return w.Flush()
+	_, err := io.WriteString(p.out, tableLine("TIME", "TYPE", "ID", "PID", "STATUS"))
+	return err
+}
+
+// tableLine pads each cell but the last to its column (eventColumns).
+func tableLine(cells ...string) string {
+	var b strings.Builder
+	for i, c := range cells {
+		b.WriteString(c)
+		if i < len(eventColumns) {
+			b.WriteString(strings.Repeat(" ", max(eventColumns[i]-len(c), 0)+columnGap))
+		}
+	}
+	b.WriteByte('\n')
+	return b.String()
 }
