@@ -112,10 +112,13 @@ func (p *Process) waitShimGoneLocked(timeout time.Duration) bool {
 }
 
 // orphanExit decides the status of a process whose shim died without
-// recording one. A process still alive is SIGKILLed: 137. A zombie (its
-// new parent has not reaped it yet) tells its own status. A process gone
-// whose shim this daemon saw killed by SIGKILL is reported killed with it,
-// 137, as v0.2.9 did. Anything else is 255 with the reason.
+// recording one. A process still alive is SIGKILLed: 137. When this daemon
+// saw the shim die of SIGKILL, the process is reported killed with it, 137,
+// whatever became of it since: as v0.2.9 did, and the same every time,
+// although the process may have died first of its own accord on the dead
+// shim's pipes (SIGPIPE, or EPIPE and an exit status of its own); see
+// shimKilledExit. Otherwise a zombie (its new parent has not reaped it yet)
+// tells its own status, and anything else is 255 with the reason.
 func (p *Process) orphanExit() *exitInfo {
 	if p.pid == 0 {
 		return &exitInfo{status: StatusUnknown, reason: "the process start did not complete"}
@@ -123,6 +126,8 @@ func (p *Process) orphanExit() *exitInfo {
 	st, err := readProcStat(p.pid)
 	same := err == nil && p.startTime != 0 && st.startTime == p.startTime
 	switch {
+	case p.shimKill == syscall.SIGKILL:
+		return p.shimKilledExit(same && st.state != 'Z' && st.state != 'X')
 	case same && (st.state == 'Z' || st.state == 'X'):
 		return p.zombieExit(st)
 	case same:
@@ -131,12 +136,22 @@ func (p *Process) orphanExit() *exitInfo {
 		}
 	case p.startTime == 0:
 		return &exitInfo{status: StatusUnknown, reason: fmt.Sprintf("the shim died before recording the start time of process %d", p.pid)}
-	case p.shimKill == syscall.SIGKILL:
-		return &exitInfo{status: StatusKilled, reason: fmt.Sprintf("the shim was killed by SIGKILL; container process %d is gone with it", p.pid)}
 	case err == nil:
 		return &exitInfo{status: StatusUnknown, reason: fmt.Sprintf("the shim died and pid %d now belongs to another process", p.pid)}
 	}
 	return &exitInfo{status: StatusUnknown, reason: fmt.Sprintf("the shim died and container process %d vanished", p.pid)}
+}
+
+// shimKilledExit is the status of a process whose shim this daemon saw
+// killed by SIGKILL: 137. Whether the process died before the daemon
+// looked is a race with the kernel (the shim's death closes the process's
+// stdio pipes), so its own status would differ from run to run, and a
+// client that killed the shim expects 137. One still running is killed.
+func (p *Process) shimKilledExit(running bool) *exitInfo {
+	if running && signalVerified(p.pid, p.startTime, syscall.SIGKILL) == nil {
+		return &exitInfo{status: StatusKilled, reason: fmt.Sprintf("the shim was killed by SIGKILL; container process %d was killed", p.pid)}
+	}
+	return &exitInfo{status: StatusKilled, reason: fmt.Sprintf("the shim was killed by SIGKILL; container process %d died with it", p.pid)}
 }
 
 // zombieExit is the status of a container process that has exited but is
@@ -144,9 +159,6 @@ func (p *Process) orphanExit() *exitInfo {
 func (p *Process) zombieExit(st procStat) *exitInfo {
 	if st.hasExit {
 		return &exitInfo{status: uint32(shellStatus(st.exitCode)), reason: fmt.Sprintf("the shim died; container process %d had exited (status read from /proc)", p.pid)}
-	}
-	if p.shimKill == syscall.SIGKILL {
-		return &exitInfo{status: StatusKilled, reason: fmt.Sprintf("the shim was killed by SIGKILL; container process %d died with it", p.pid)}
 	}
 	return &exitInfo{status: StatusUnknown, reason: fmt.Sprintf("the shim died and container process %d exited with an unknown status", p.pid)}
 }

@@ -62,28 +62,26 @@ func TestOrphanExitZombie(t *testing.T) {
 }
 
 // TestOrphanExitShimSIGKILLed: a shim this daemon reaped, killed by
-// SIGKILL, whose container process is gone: 137, as v0.2.9 reported it;
-// a shim that exited by itself without a status: 255.
+// SIGKILL, gives 137 whatever became of its container process (gone, a
+// zombie with a status of its own, as a process dead of SIGPIPE on the
+// shim's pipes is, or still running, then killed), as v0.2.9 reported it;
+// a shim that exited by itself without a status: 255, or the zombie's own.
 func TestOrphanExitShimSIGKILLed(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		kill bool
-		want uint32
-	}{{"SIGKILL", true, 137}, {"exit 0", false, 255}} {
+		name     string
+		process  string // gone, zombie (exited 3) or alive
+		shimKill bool
+		want     uint32
+	}{
+		{"SIGKILL, process gone", "gone", true, 137},
+		{"SIGKILL, process exited 3", "zombie", true, 137},
+		{"SIGKILL, process alive", "alive", true, 137},
+		{"exit 0, process gone", "gone", false, 255},
+		{"exit 0, process exited 3", "zombie", false, 3},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gone, start, _ := child(t, "true")
-			must(t, gone.Wait()) // the container process: gone and reaped
-			argv := []string{"true"}
-			if tc.kill {
-				argv = []string{"sleep", "100"}
-			}
-			shim, _, shimfd := child(t, argv...)
-			if tc.kill {
-				shim.Process.Signal(syscall.SIGKILL)
-			}
-			dup, err := unix.Dup(shimfd)
-			must(t, err)
-			p := &Process{id: "init", pid: gone.Process.Pid, startTime: start, shimPidfd: dup, exitFD: -1, controlFD: -1}
+			proc, start, procfd := orphan(t, tc.process)
+			p := &Process{id: "init", pid: proc.Process.Pid, startTime: start, shimPidfd: reapedShim(t, tc.shimKill), exitFD: -1, controlFD: -1}
 			p.reapShimLocked(10 * time.Second)
 			if p.shimPidfd >= 0 {
 				t.Fatal("the shim was not reaped")
@@ -91,6 +89,43 @@ func TestOrphanExitShimSIGKILLed(t *testing.T) {
 			if e := p.orphanExit(); e.status != tc.want || e.reason == "" {
 				t.Fatalf("orphanExit: %d (%q), want %d", e.status, e.reason, tc.want)
 			}
+			if tc.process == "alive" {
+				awaitExit(t, procfd) // killed by orphanExit
+			}
 		})
 	}
+}
+
+// orphan is the container process of TestOrphanExitShimSIGKILLed: gone
+// (exited and reaped), a zombie that exited 3, or alive.
+func orphan(t *testing.T, kind string) (*exec.Cmd, uint64, int) {
+	t.Helper()
+	switch kind {
+	case "gone":
+		cmd, start, fd := child(t, "true")
+		must(t, cmd.Wait())
+		return cmd, start, fd
+	case "zombie":
+		cmd, start, fd := child(t, "sh", "-c", "exit 3")
+		awaitExit(t, fd)
+		return cmd, start, fd
+	}
+	return child(t, "sleep", "100")
+}
+
+// reapedShim is a dup of the pidfd of a stand-in shim: SIGKILLed, or one
+// that exits 0 by itself.
+func reapedShim(t *testing.T, kill bool) int {
+	t.Helper()
+	argv := []string{"true"}
+	if kill {
+		argv = []string{"sleep", "100"}
+	}
+	shim, _, shimfd := child(t, argv...)
+	if kill {
+		shim.Process.Signal(syscall.SIGKILL)
+	}
+	dup, err := unix.Dup(shimfd)
+	must(t, err)
+	return dup
 }
