@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/evjournal/containerd/supervisor"
 	"github.com/evjournal/containerd/supervisor/journal"
 	"github.com/urfave/cli/v2"
 )
@@ -26,8 +27,11 @@ type config struct {
 	runtime           string
 	runtimeArgs       []string
 	shim              string
+	runtimeFrom       string // fromFlag if --runtime was given; else chooseBinaries sets it
+	shimFrom          string // likewise for --shim
 	startTimeout      time.Duration
 	retainCount       int
+	asideKeep         int
 	syncPolicy        journal.SyncPolicy
 	reconcileInterval time.Duration
 	subscriberBuffer  int
@@ -62,12 +66,14 @@ func flags() []cli.Flag {
 		&cli.DurationFlag{Name: "metrics-interval", Value: 5 * time.Minute, Usage: "interval for logging metrics (0 disables)"},
 		&cli.StringFlag{Name: "listen", Aliases: []string{"l"}, Value: "unix:///run/containerd/containerd.sock",
 			Usage: "proto://address of the gRPC API (unix://PATH, tcp://HOST:PORT, fd://[N])"},
-		&cli.StringFlag{Name: "runtime", Aliases: []string{"r"}, Value: "runc", Usage: "default OCI runtime binary (name or path)"},
+		&cli.StringFlag{Name: "runtime", Aliases: []string{"r"}, Value: "runc", Usage: "default OCI runtime binary (name or path; the default is looked for beside this daemon's executable, then on PATH)"},
 		&cli.StringSliceFlag{Name: "runtime-args", Usage: "global argument for every runtime call (repeatable)"},
-		&cli.StringFlag{Name: "shim", Value: "containerd-shim", Usage: "shim binary (name or path)"},
+		&cli.StringFlag{Name: "shim", Value: "containerd-shim", Usage: "shim binary (name or path; the default is looked for beside this daemon's executable, then on PATH)"},
 		&cli.StringFlag{Name: "pprof-address", Usage: "serve Go pprof and expvar over HTTP on this address (unauthenticated)"},
 		&cli.DurationFlag{Name: "start-timeout", Value: 30 * time.Second, Usage: "how long a new process may take to start"},
 		&cli.IntFlag{Name: "retain-count", Value: 500, Usage: "number of recent events the journal keeps (0 or less: all)"},
+		&cli.IntFlag{Name: "aside-keep", Value: supervisor.DefaultAsideKeep, Usage: "state dirs set aside under <state-dir>/.aside " +
+			"(unloadable, or half-deleted by a crash) kept for inspection, the newest; older ones are removed at start-up (0 or less: all kept)"},
 		&cli.StringFlag{Name: "graphite-address", Usage: "accepted for compatibility; graphite is not supported"},
 		&cli.StringFlag{Name: "journal-sync", Value: "batch", Usage: "when the event journal is fsynced: always, batch or none"},
 		&cli.StringFlag{Name: "journal-dir", Usage: "event journal directory, on persistent storage (default " + defaultJournalDir +
@@ -102,12 +108,19 @@ func configFrom(c *cli.Context) (config, error) {
 		shim:              c.String("shim"),
 		startTimeout:      c.Duration("start-timeout"),
 		retainCount:       c.Int("retain-count"),
+		asideKeep:         c.Int("aside-keep"),
 		reconcileInterval: c.Duration("reconcile-interval"),
 		subscriberBuffer:  c.Int("subscriber-buffer"),
 		metricsInterval:   c.Duration("metrics-interval"),
 		metricsAddress:    c.String("metrics-address"),
 		pprofAddress:      c.String("pprof-address"),
 		graphiteAddress:   c.String("graphite-address"),
+	}
+	if c.IsSet("runtime") {
+		cfg.runtimeFrom = fromFlag
+	}
+	if c.IsSet("shim") {
+		cfg.shimFrom = fromFlag
 	}
 	var err error
 	if cfg.stateDir, err = stateDirFlag(c.String("state-dir")); err != nil {

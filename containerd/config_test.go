@@ -34,7 +34,7 @@ func TestDefaults(t *testing.T) {
 		logFormat: "text", stateDir: "/run/containerd", journalDir: "/var/lib/containerd/journal",
 		listen:    listenAddr{proto: "unix", addr: "/run/containerd/containerd.sock"},
 		socketGID: -1, runtime: "runc", shim: "containerd-shim", startTimeout: 30 * time.Second,
-		retainCount: 500, syncPolicy: journal.SyncBatch, reconcileInterval: 10 * time.Second,
+		retainCount: 500, asideKeep: 50, syncPolicy: journal.SyncBatch, reconcileInterval: 10 * time.Second,
 		subscriberBuffer: 2048, metricsInterval: 5 * time.Minute,
 		cri: criConfig{root: "/var/lib/containerd", cniBinDirs: []string{"/usr/lib/cni"}, cniConfDir: "/etc/cni/net.d", mirrors: map[string][]string{}},
 	}
@@ -53,7 +53,7 @@ func TestFlags(t *testing.T) {
 		"--subscriber-buffer", "64", "--cri-listen", "unix://rel/cri.sock", "--root", "rel/root", "--cni-bin-dir", "/a",
 		"--cni-bin-dir", "/b", "--cni-conf-dir", "/c", "--registry-mirror", "registry.k8s.io=http://127.0.0.1:5000",
 		"--registry-mirror", "registry.k8s.io=http://m2", "--registry-mirror", "docker.io=http://m3", "--insecure-registry", "r:5000",
-		"--sandbox-pause", "rel/pause")
+		"--sandbox-pause", "rel/pause", "--aside-keep", "3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +61,8 @@ func TestFlags(t *testing.T) {
 		debug: true, logLevel: "warn", logFormat: "json", stateDir: filepath.Join(wd, "rel/state"),
 		journalDir: filepath.Join(wd, "rel/journal"),
 		listen:     listenAddr{proto: "tcp", addr: "127.0.0.1:0"}, socketGID: 0, runtime: "crun",
-		runtimeArgs: []string{"--root=/a,b", "--debug"}, shim: "/bin/shim", startTimeout: 5 * time.Second,
-		retainCount: 0, syncPolicy: journal.SyncAlways, metricsAddress: ":9100", pprofAddress: "127.0.0.1:6060",
+		runtimeArgs: []string{"--root=/a,b", "--debug"}, shim: "/bin/shim", runtimeFrom: fromFlag, shimFrom: fromFlag, startTimeout: 5 * time.Second,
+		retainCount: 0, asideKeep: 3, syncPolicy: journal.SyncAlways, metricsAddress: ":9100", pprofAddress: "127.0.0.1:6060",
 		graphiteAddress: "g:2003", subscriberBuffer: 64,
 		cri: criConfig{listen: filepath.Join(wd, "rel/cri.sock"), root: filepath.Join(wd, "rel/root"), cniBinDirs: []string{"/a", "/b"},
 			cniConfDir: "/c", mirrors: map[string][]string{"registry.k8s.io": {"http://127.0.0.1:5000", "http://m2"}, "docker.io": {"http://m3"}},

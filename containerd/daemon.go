@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"time"
 
 	"github.com/evjournal/containerd/api"
@@ -34,24 +33,11 @@ func run(cfg config, log *logrus.Entry) error {
 	log.WithFields(logrus.Fields{"version": api.Version(), "state-dir": cfg.stateDir, "journal-dir": cfg.journalDir, "listen": cfg.listen.String()}).
 		Info("containerd starting")
 	warnConfig(cfg, log)
-	if err := prepareStateDir(cfg.stateDir, log); err != nil {
-		return err
-	}
-	lock, err := lockDir(cfg.stateDir, "state dir")
+	release, err := lockDirs(daemonDirs(cfg), log)
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
-	if cfg.journalDir != cfg.stateDir {
-		if err := prepareJournalDir(cfg.journalDir, log); err != nil {
-			return err
-		}
-		jlock, err := lockDir(cfg.journalDir, "journal dir")
-		if err != nil {
-			return err
-		}
-		defer jlock.Close()
-	}
+	defer release()
 	// RLIMIT_NOFILE is left alone: the Go runtime raises the daemon's soft
 	// limit itself and restores the original in every process it starts, so
 	// shims, runc and containers get the limits the daemon was started with.
@@ -68,6 +54,16 @@ func run(cfg config, log *logrus.Entry) error {
 		return err
 	}
 	return d.run(cfg, listeners, stop)
+}
+
+// daemonDirs are the dirs one daemon alone may use: the state dir and, when
+// apart, the journal dir.
+func daemonDirs(cfg config) []daemonDir {
+	dirs := []daemonDir{{path: cfg.stateDir, what: "state dir", mode: stateDirMode}}
+	if cfg.journalDir != cfg.stateDir {
+		dirs = append(dirs, daemonDir{path: cfg.journalDir, what: "journal dir", mode: journalDirMode})
+	}
+	return dirs
 }
 
 // daemon holds what run wires together.
@@ -101,6 +97,10 @@ func supervisorConfig(cfg config, registry metrics.Registry, log *logrus.Entry) 
 	if retain < 0 {
 		retain = 0 // v0.2: 0 or less keeps everything
 	}
+	asideKeep := cfg.asideKeep
+	if asideKeep <= 0 {
+		asideKeep = -1 // the supervisor's "all"; its 0 means the default
+	}
 	reconcile := cfg.reconcileInterval
 	if reconcile == 0 {
 		reconcile = -1 // the supervisor's "never"; its 0 means the default
@@ -114,6 +114,7 @@ func supervisorConfig(cfg config, registry metrics.Registry, log *logrus.Entry) 
 		StartTimeout:      cfg.startTimeout,
 		SubscriberBuffer:  cfg.subscriberBuffer,
 		RetainCount:       retain,
+		AsideKeep:         asideKeep,
 		SyncPolicy:        cfg.syncPolicy,
 		ReconcileInterval: reconcile,
 		Workers:           workers,
@@ -284,14 +285,12 @@ func startDebugServers(cfg config, registry metrics.Registry, log *logrus.Entry)
 	return stopAll, nil
 }
 
-// warnConfig logs settings that are accepted but will not work as asked.
+// warnConfig logs the binaries chosen and settings that are accepted but
+// will not work as asked.
 func warnConfig(cfg config, log *logrus.Entry) {
 	if cfg.graphiteAddress != "" {
 		log.WithField("graphite-address", cfg.graphiteAddress).Warn("graphite is not supported; --graphite-address is ignored (use --metrics-address)")
 	}
-	for _, bin := range []string{cfg.runtime, cfg.shim} {
-		if _, err := exec.LookPath(bin); err != nil {
-			log.WithError(err).Warnf("%s not found: containers cannot start until it is installed", bin)
-		}
-	}
+	logBinary("runtime", cfg.runtime, cfg.runtimeFrom, log)
+	logBinary("shim", cfg.shim, cfg.shimFrom, log)
 }

@@ -46,6 +46,7 @@ func action(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	cfg.chooseBinaries(executableDir())
 	log, err := setupLogging(os.Stderr, cfg.logLevel, cfg.debug, cfg.logFormat)
 	if err != nil {
 		return err

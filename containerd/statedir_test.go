@@ -20,7 +20,7 @@ func quietLog() *logrus.Entry {
 func TestPrepareStateDir(t *testing.T) {
 	base := t.TempDir()
 	dir := filepath.Join(base, "a", "state")
-	if err := prepareStateDir(dir, quietLog()); err != nil {
+	if err := prepareDir(dir, "state dir", stateDirMode, quietLog()); err != nil {
 		t.Fatal(err)
 	}
 	if fi, _ := os.Stat(dir); fi.Mode().Perm() != 0o711 {
@@ -29,7 +29,7 @@ func TestPrepareStateDir(t *testing.T) {
 	open := filepath.Join(base, "open")
 	os.Mkdir(open, 0o777)
 	os.Chmod(open, 0o777)
-	if err := prepareStateDir(open, quietLog()); err != nil {
+	if err := prepareDir(open, "state dir", stateDirMode, quietLog()); err != nil {
 		t.Fatal(err)
 	}
 	if fi, _ := os.Stat(open); fi.Mode().Perm() != 0o755 {
@@ -37,14 +37,17 @@ func TestPrepareStateDir(t *testing.T) {
 	}
 	file := filepath.Join(base, "file")
 	os.WriteFile(file, nil, 0o600)
-	if err := prepareStateDir(file, quietLog()); err == nil {
+	if err := prepareDir(file, "state dir", stateDirMode, quietLog()); err == nil {
 		t.Fatal("a file accepted as state dir")
 	}
 }
 
 func TestLockStateDir(t *testing.T) {
 	dir := t.TempDir()
-	first, err := lockDir(dir, "state dir")
+	lock := func() (func(), error) {
+		return lockDirs([]daemonDir{{path: dir, what: "state dir", mode: stateDirMode}}, quietLog())
+	}
+	release, err := lock()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,15 +55,15 @@ func TestLockStateDir(t *testing.T) {
 	if strings.TrimSpace(string(b)) != strconv.Itoa(os.Getpid()) {
 		t.Fatalf("lock file holds %q", b)
 	}
-	_, err = lockDir(dir, "state dir")
+	_, err = lock()
 	want := "another containerd is running with state dir " + dir + " (pid " + strconv.Itoa(os.Getpid()) + ")"
 	if err == nil || err.Error() != want {
 		t.Fatalf("second lock: %v, want %q", err, want)
 	}
-	first.Close()
-	again, err := lockDir(dir, "state dir")
+	release()
+	again, err := lock()
 	if err != nil {
 		t.Fatalf("lock after release: %v", err)
 	}
-	again.Close()
+	again()
 }

@@ -71,7 +71,7 @@ func moveAside(root, src, name, reason string) error {
 	if err := os.MkdirAll(asideDir(root), 0o700); err != nil {
 		return err
 	}
-	dst := filepath.Join(asideDir(root), name+"."+time.Now().UTC().Format("20060102T150405.000000000Z"))
+	dst := filepath.Join(asideDir(root), name+"."+time.Now().UTC().Format(asideTimeLayout))
 	if err := os.Rename(src, dst); err != nil {
 		return fmt.Errorf("set aside %s: %w", src, err)
 	}

@@ -9,6 +9,7 @@
 //	Root/<id>/<pid>/...                   one dir per process, shared with its shim
 //	Root/.retired/<id>.<incarnation>/     a container whose init has exited
 //	Root/.aside/<id>.<time>/              unloadable state, kept with a reason.txt
+//	                                      (the newest few: PruneAside)
 //
 // A Container is safe for concurrent use: the supervisor's loop reads it
 // while workers create and exec. Every state file is written through

@@ -156,6 +156,8 @@ func (r *fakeRuntime) SetAside(root, id, reason string) error {
 	return nil
 }
 
+func (r *fakeRuntime) PruneAside(string, int) ([]string, error) { return nil, nil }
+
 func (r *fakeRuntime) ListRunc(ctx context.Context, rt string, args []string) ([]runtime.RuncContainer, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

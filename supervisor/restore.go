@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -72,6 +74,7 @@ func (s *Supervisor) restore(ctx context.Context) error {
 		"containers": len(ids), "adopted": len(s.containers), "exits_to_replay": s.pendingExits(),
 		"retired": len(retired), "set_aside": aside, "journal_events": s.journal.Len(),
 	}).Info("restore: state dir loaded")
+	s.pruneAside()
 	s.cleanRuncOrphans()
 	s.m.containers.Update(int64(len(s.containers)))
 	return nil
@@ -180,7 +183,37 @@ func (s *Supervisor) setAside(id string, cause error) {
 		log.WithField("aside_error", err).Error("container state cannot be loaded nor set aside; left in place")
 		return
 	}
-	log.Error("container state cannot be loaded; set aside under .aside/ for inspection")
+	log.Errorf("container state cannot be loaded; set aside under .aside/ for inspection (the newest %s are kept)", s.asideKept())
+}
+
+// DefaultAsideKeep is how many set-aside state dirs restore keeps by
+// default: the last few crashes' worth to inspect, bounded so that a daemon
+// killed again and again while deleting containers (each time one more
+// half-deleted dir is set aside) cannot fill the state dir's tmpfs.
+const DefaultAsideKeep = 50
+
+// pruneAside removes the oldest set-aside dirs beyond cfg.AsideKeep, once
+// restore has set aside what it could not load, and logs what it removed.
+func (s *Supervisor) pruneAside() {
+	if s.cfg.AsideKeep < 0 {
+		return
+	}
+	removed, err := s.rt.PruneAside(s.cfg.StateDir, s.cfg.AsideKeep)
+	if len(removed) > 0 {
+		s.log.WithField("removed", strings.Join(removed, " ")).Warnf("restore: removed the %d oldest set-aside state dirs "+
+			"from .aside/; the newest %s are kept", len(removed), s.asideKept())
+	}
+	if err != nil {
+		s.log.WithError(err).Warn("restore: cannot prune .aside/; set-aside state dirs left in place")
+	}
+}
+
+// asideKept says how many set-aside dirs are kept, for the log.
+func (s *Supervisor) asideKept() string {
+	if s.cfg.AsideKeep < 0 {
+		return "all"
+	}
+	return strconv.Itoa(s.cfg.AsideKeep)
 }
 
 // abandonCreate removes a container whose create a crash interrupted: its

@@ -21,6 +21,9 @@ type Runtime interface {
 	ListIDs(root string) ([]string, error)
 	Retired(root string) ([]Container, error)
 	SetAside(root, id, reason string) error
+	// PruneAside removes the oldest set-aside dirs beyond the newest keep
+	// and returns their names.
+	PruneAside(root string, keep int) ([]string, error)
 	// ListRunc and DeleteRunc find and remove runc state left without a
 	// container record (restore cleans it up).
 	ListRunc(ctx context.Context, runtime string, args []string) ([]runtime.RuncContainer, error)
@@ -150,6 +153,10 @@ func (realRuntime) Retired(root string) ([]Container, error) {
 }
 
 func (realRuntime) SetAside(root, id, reason string) error { return runtime.SetAside(root, id, reason) }
+
+func (realRuntime) PruneAside(root string, keep int) ([]string, error) {
+	return runtime.PruneAside(root, keep)
+}
 
 func (realRuntime) ListRunc(ctx context.Context, rt string, args []string) ([]runtime.RuncContainer, error) {
 	return runtime.ListRunc(ctx, rt, args)

@@ -44,7 +44,10 @@ type Config struct {
 	// processes' real state (0 = 10 s, negative = never).
 	ReconcileInterval time.Duration
 	// ExecGrace bounds how long an init's exit waits for its execs' exits.
-	ExecGrace        time.Duration
+	ExecGrace time.Duration
+	// AsideKeep is how many set-aside state dirs (StateDir/.aside) restore
+	// keeps, the newest (0 = DefaultAsideKeep, negative = all).
+	AsideKeep        int
 	Workers          int
 	SubscriberBuffer int
 	Logger           *logrus.Entry
@@ -74,6 +77,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ExecGrace == 0 {
 		c.ExecGrace = 10 * time.Second
+	}
+	if c.AsideKeep == 0 {
+		c.AsideKeep = DefaultAsideKeep
 	}
 	if c.Workers <= 0 {
 		c.Workers = 10

@@ -72,6 +72,7 @@ func (fakeRuntime) Recover(root, id string, _ runtime.RecoverHint) (supervisor.C
 func (fakeRuntime) ListIDs(string) ([]string, error)               { return nil, nil }
 func (fakeRuntime) Retired(string) ([]supervisor.Container, error) { return nil, nil }
 func (fakeRuntime) SetAside(root, id, reason string) error         { return nil }
+func (fakeRuntime) PruneAside(string, int) ([]string, error)       { return nil, nil }
 func (fakeRuntime) ListRunc(context.Context, string, []string) ([]runtime.RuncContainer, error) {
 	return nil, nil
 }
