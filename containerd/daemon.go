@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/evjournal/containerd/api"
@@ -92,6 +93,16 @@ func newDaemon(cfg config, log *logrus.Entry) (*daemon, error) {
 	return d, nil
 }
 
+// criObjectsDir is where the supervisor checkpoints the CRI objects: beside
+// the CRI service's records, so that a journal dir lost on its own loses
+// none of the pods' lifecycle (the restore replays the new journal on it).
+func criObjectsDir(cfg config) string {
+	if cfg.cri.listen == "" {
+		return ""
+	}
+	return filepath.Join(cfg.cri.root, "cri")
+}
+
 func supervisorConfig(cfg config, registry metrics.Registry, log *logrus.Entry) supervisor.Config {
 	retain := cfg.retainCount
 	if retain < 0 {
@@ -108,6 +119,7 @@ func supervisorConfig(cfg config, registry metrics.Registry, log *logrus.Entry) 
 	return supervisor.Config{
 		StateDir:          cfg.stateDir,
 		JournalDir:        cfg.journalDir,
+		ObjectsDir:        criObjectsDir(cfg),
 		Runtime:           cfg.runtime,
 		RuntimeArgs:       cfg.runtimeArgs,
 		Shim:              cfg.shim,

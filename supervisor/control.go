@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"syscall"
 
-	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/supervisor/journal"
 	"github.com/sirupsen/logrus"
 )
@@ -67,31 +66,6 @@ func (s *Supervisor) ReopenLog(ctx context.Context, id, pid string) error {
 		return err
 	}
 	return p.ReopenLog(ctx)
-}
-
-// Note journals an event a client makes about id itself (the CRI
-// service's cri-created and cri-deleted), ordered with the supervisor's own
-// events, and returns once it is stored as the journal's sync policy asks:
-// the caller shows it to nobody before. Refused while the journal cannot
-// write, as any request that makes an event.
-func (s *Supervisor) Note(ctx context.Context, typ, id string) error {
-	if typ != journal.TypeCRICreated && typ != journal.TypeCRIDeleted {
-		return fmt.Errorf("note %q: only %s and %s are noted by clients: %w", typ, journal.TypeCRICreated, journal.TypeCRIDeleted, errdefs.ErrInvalidArgument)
-	}
-	if id == "" {
-		return fmt.Errorf("note %s: the id is empty: %w", typ, errdefs.ErrInvalidArgument)
-	}
-	_, err := call(ctx, s, "note", func(done func(struct{}, error)) {
-		if err := s.refuseIfDegraded(); err != nil {
-			done(struct{}{}, err)
-			return
-		}
-		s.emit(journal.Event{Type: typ, ID: id})
-		s.replyAfterCommit(func() { done(struct{}{}, nil) }, func(err error) {
-			done(struct{}{}, fmt.Errorf("the %s event of %s cannot be journaled yet: %w", typ, id, err))
-		})
-	})
-	return err
 }
 
 // Update pauses, resumes or changes the resources of a container. pause and

@@ -64,6 +64,10 @@ func (s *Supervisor) CommitObject(ctx context.Context, id string) (objects.Objec
 			o, _ := s.objects.Get(id)
 			done(o, nil)
 		}, func(err error) {
+			// Refused: make it so. The object goes, and its cri-deleted
+			// follows its cri-created into the journal (both held), so
+			// that neither this daemon nor the next shows it.
+			s.emit(journal.Event{Type: journal.TypeCRIDeleted, ID: id})
 			done(objects.Object{}, fmt.Errorf("the cri-created event of %s cannot be journaled yet: %w", id, err))
 		})
 	})
@@ -217,50 +221,40 @@ type ExitStatus struct {
 	At     time.Time
 }
 
-// ExitWatch delivers one exit; Close when done with it.
-type ExitWatch struct {
-	C   <-chan ExitStatus
-	s   *Supervisor
-	key string
-	ch  chan ExitStatus
-}
-
 // WatchExit registers for the exit of process pid of container id, before
-// acting on it (a signal, an exec). For the init of an object that is not
-// running (any more), the exit it recorded is delivered at once.
-func (s *Supervisor) WatchExit(ctx context.Context, id, pid string) (*ExitWatch, error) {
+// acting on it (a signal, an exec); stop unregisters (a no-op once the exit
+// was delivered). For the init of an object that is not running (any
+// more), the exit it recorded is delivered at once.
+func (s *Supervisor) WatchExit(ctx context.Context, id, pid string) (exits <-chan ExitStatus, stop func(), err error) {
 	ch := make(chan ExitStatus, 1)
-	w := &ExitWatch{C: ch, s: s, key: id + "\x00" + pid, ch: ch}
-	_, err := call(ctx, s, "watch-exit", func(done func(struct{}, error)) {
+	key := id + "\x00" + pid
+	_, err = call(ctx, s, "watch-exit", func(done func(struct{}, error)) {
 		if o, ok := s.objects.Get(id); ok && pid == "init" && o.State == objects.Exited {
 			ch <- ExitStatus{Status: uint32(o.ExitCode), At: time.Unix(0, o.FinishedAt)}
 		} else {
-			s.watches[w.key] = append(s.watches[w.key], ch)
+			s.watches[key] = append(s.watches[key], ch)
 		}
 		done(struct{}{}, nil)
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return w, nil
+	return ch, func() { s.send(func(s *Supervisor) { s.unwatch(key, ch) }) }, nil
 }
 
-// Close unregisters the watch (a no-op once the exit was delivered).
-func (w *ExitWatch) Close() {
-	w.s.send(func(s *Supervisor) {
-		l := s.watches[w.key]
-		for i, c := range l {
-			if c == w.ch {
-				l = append(l[:i], l[i+1:]...)
-				break
-			}
+func (s *Supervisor) unwatch(key string, ch chan ExitStatus) {
+	l := s.watches[key]
+	for i, c := range l {
+		if c == ch {
+			l = append(l[:i], l[i+1:]...)
+			break
 		}
-		if len(l) == 0 {
-			delete(s.watches, w.key)
-		} else {
-			s.watches[w.key] = l
-		}
-	})
+	}
+	if len(l) == 0 {
+		delete(s.watches, key)
+	} else {
+		s.watches[key] = l
+	}
 }
 
 // fireWatches delivers an exit to its watches.

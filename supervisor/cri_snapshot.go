@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/evjournal/containerd/internal/atomicfile"
+	"github.com/evjournal/containerd/supervisor/journal"
 	"github.com/evjournal/containerd/supervisor/objects"
 )
 
-// The objects table is checkpointed in <journal dir>/cri-objects.json, off
+// The objects table is checkpointed in <ObjectsDir>/cri-objects.json, off
 // the loop: after a batch that changed it, the loop encodes the table with
 // the journal's last seq and hands the bytes to the snapshot writer, which
 // writes them atomically and then lets the journal's retention drop the
@@ -39,7 +40,14 @@ type snapshotWriter struct {
 	wake chan struct{}
 	stop chan struct{}
 	done chan struct{}
+	// offered is the seq of the last snapshot offered; owned by the loop.
+	offered uint64
 }
+
+// snapshotEvery: a table that did not change is snapshotted again once the
+// journal moved this far, so that an old snapshot does not hold the
+// journal's retention back for ever.
+const snapshotEvery = journal.DefaultSegmentRecords
 
 func newSnapshotWriter(path string) *snapshotWriter {
 	return &snapshotWriter{path: path, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
@@ -95,19 +103,24 @@ func (w *snapshotWriter) close() {
 	<-w.done
 }
 
-// maybeSnapshot offers a snapshot of the objects when they changed and the
-// journal holds everything they reflect. Called on the loop after a flush.
+// maybeSnapshot offers a snapshot of the objects when they changed (or the
+// journal moved snapshotEvery events since the last one) and the journal
+// holds everything they reflect. Called on the loop after a flush.
 func (s *Supervisor) maybeSnapshot() {
-	if !s.objects.Dirty() || s.degraded != nil || len(s.outbox) > 0 || s.snapshots == nil {
+	if s.degraded != nil || len(s.outbox) > 0 || s.snapshots == nil {
 		return
 	}
 	seq, _ := s.journal.Last()
+	if !s.objects.Dirty() && seq < s.snapshots.offered+snapshotEvery {
+		return
+	}
 	data, err := s.objects.Snapshot(s.journal.ID(), seq)
 	if err != nil {
 		s.log.WithError(err).Error("cri objects: cannot encode the snapshot")
 		return
 	}
 	s.objects.MarkClean()
+	s.snapshots.offered = seq
 	s.snapshots.offer(snapshotJob{data: data, seq: seq})
 }
 
@@ -127,7 +140,7 @@ func (s *Supervisor) snapshotWritten(seq uint64, err error) {
 // journal, the whole journal is replayed (once: a snapshot is written at
 // the end of the start).
 func (s *Supervisor) loadObjects() {
-	path := filepath.Join(s.journalDir, objects.SnapshotFile)
+	path := filepath.Join(s.cfg.ObjectsDir, objects.SnapshotFile)
 	from, table := s.readSnapshot(path)
 	s.objects = table
 	r := s.journal.AfterRetained(from)
@@ -189,6 +202,6 @@ func (s *Supervisor) readSnapshot(path string) (uint64, *objects.Table) {
 
 // startSnapshots starts the writer (once the loop runs).
 func (s *Supervisor) startSnapshots() {
-	s.snapshots = newSnapshotWriter(filepath.Join(s.journalDir, objects.SnapshotFile))
+	s.snapshots = newSnapshotWriter(filepath.Join(s.cfg.ObjectsDir, objects.SnapshotFile))
 	go s.snapshots.run(s.snapshotWritten)
 }

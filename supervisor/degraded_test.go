@@ -16,6 +16,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/integration/fixture"
 	"github.com/evjournal/containerd/supervisor/journal"
+	"github.com/evjournal/containerd/supervisor/objects"
 )
 
 func gaugeValue(t *testing.T, s *Supervisor, name string) int64 {
@@ -142,7 +143,9 @@ func testJournalFull(t *testing.T, policy journal.SyncPolicy) {
 	_, err = h.s.Exec(context.Background(), ExecRequest{ID: "a", Pid: "e2"})
 	checkJournalError(t, err, jdir)
 	checkJournalError(t, h.s.Update(context.Background(), UpdateRequest{ID: "a", Status: StatusPaused}), jdir)
-	checkJournalError(t, h.s.Note(context.Background(), journal.TypeCRICreated, "cri1"), jdir)
+	must(t, h.s.ReserveObject(context.Background(), ObjectSpec{Kind: objects.Sandbox, ID: "cri1", Name: "pod/cri1"}))
+	_, err = h.s.CommitObject(context.Background(), "cri1")
+	checkJournalError(t, err, jdir)
 	// ...reads still work...
 	if _, err := h.s.State(context.Background(), ""); err != nil {
 		t.Fatalf("State while degraded: %v", err)

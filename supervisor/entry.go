@@ -17,7 +17,10 @@ type entry struct {
 	init     Process
 	execs    map[string]Process
 	reserved map[string]int // exec ids whose creation is in progress, with their stateWeight
-	exiting  map[Process]bool
+	// ephemeral are the execs whose start and exit are not journaled
+	// (ExecRequest.Ephemeral).
+	ephemeral map[string]bool
+	exiting   map[Process]bool
 	// initExit holds the init's exit once known, while execs are still
 	// running: their exits are published first.
 	initExit      *exitNote
@@ -36,7 +39,7 @@ const statusCreating = "creating"
 
 func newEntry(id string) *entry {
 	return &entry{id: id, status: statusCreating, execs: map[string]Process{},
-		reserved: map[string]int{}, exiting: map[Process]bool{}}
+		reserved: map[string]int{}, exiting: map[Process]bool{}, ephemeral: map[string]bool{}}
 }
 
 // process finds a process of the entry by its client-side id.

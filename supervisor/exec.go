@@ -26,7 +26,7 @@ func (s *Supervisor) Exec(ctx context.Context, r ExecRequest) (int, error) {
 }
 
 func (s *Supervisor) startExec(ctx context.Context, r ExecRequest, done func(int, error)) {
-	if err := s.refuseIfDegraded(); err != nil {
+	if err := s.refuseIfDegraded(); err != nil && !r.Ephemeral {
 		done(0, err)
 		return
 	}
@@ -65,9 +65,26 @@ func (s *Supervisor) startExec(ctx context.Context, r ExecRequest, done func(int
 		},
 		apply: func(err error) {
 			s.m.execTime.UpdateSince(start)
+			if r.Ephemeral && err == nil {
+				s.finishEphemeralExec(e, r.Pid, p, done)
+				return
+			}
 			s.finishExec(e, r.Pid, p, err, done)
 		},
 	})
+}
+
+// finishEphemeralExec adopts an ephemeral exec: monitored like any other,
+// nothing journaled, the reply at once.
+func (s *Supervisor) finishEphemeralExec(e *entry, pid string, p Process, done func(int, error)) {
+	delete(e.reserved, pid)
+	e.execs[pid] = p
+	e.ephemeral[pid] = true
+	s.procs[p] = e
+	if err := s.mon.Monitor(p); err != nil {
+		s.log.WithError(err).WithField("container", e.id).Error("cannot monitor exec; reconcile will find its exit")
+	}
+	done(p.SystemPid(), nil)
 }
 
 func (s *Supervisor) finishExec(e *entry, pid string, p Process, err error, done func(int, error)) {

@@ -146,6 +146,15 @@ func (s *Supervisor) killExecs(e *entry, round int) {
 func (s *Supervisor) publishExecExit(e *entry, p Process, status uint32, at time.Time) {
 	delete(e.execs, p.ID())
 	delete(s.procs, p)
+	if e.ephemeral[p.ID()] {
+		delete(e.ephemeral, p.ID())
+		s.fireWatches(e.id, p.ID(), status, at)
+		s.enqueue(e.id, step{name: "remove-exec", retry: true, work: func(context.Context) error {
+			p.Close()
+			return e.c.RemoveProcess(p.ID())
+		}})
+		return
+	}
 	s.emit(s.exitEvent(e, p.ID(), status, at))
 	s.fireWatches(e.id, p.ID(), status, at)
 	s.afterCommit(func() {

@@ -11,14 +11,20 @@ import (
 // While the journal cannot write, ev is held instead (degraded.go): it is
 // published only once journaled. Called on the loop only.
 func (s *Supervisor) emit(ev journal.Event) {
-	s.applyToObjects(ev)
 	if s.degraded != nil {
+		s.applyToObjects(ev)
 		s.hold(pending{ev: &ev})
 		return
 	}
 	start := time.Now()
 	stored, err := s.journal.Append(ev)
 	s.m.journalAppend.UpdateSince(start)
+	if err == nil {
+		// As stamped by the journal: a replay applies these times.
+		s.applyToObjects(stored)
+	} else {
+		s.applyToObjects(ev)
+	}
 	if errors.Is(err, journal.ErrInvalidArgument) {
 		// This event can never be stored (it is malformed): holding it
 		// would block every later one. It is dropped, never published.

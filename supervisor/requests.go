@@ -31,6 +31,12 @@ type ExecRequest struct {
 	Pid   string // process id chosen by the client
 	Spec  specs.ProcessSpec
 	Stdio runtime.Stdio
+	// Ephemeral: the process leaves nothing to restore and nobody to tell
+	// but its caller (the CRI's ExecSync, a probe): neither its start nor
+	// its exit is journaled or published, only handed to WatchExit, so it
+	// runs while the journal cannot write. After a daemon crash it is
+	// killed at the restore, like any exec whose start was not journaled.
+	Ephemeral bool
 }
 
 // UpdateRequest pauses, resumes or changes the resources of a container.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/evjournal/containerd/runtime"
+	"github.com/evjournal/containerd/supervisor/objects"
 )
 
 // restoreTimeout bounds the load of one container: one hung container must
@@ -164,6 +165,9 @@ func (s *Supervisor) recoverContainer(id string, cause error, facts journalFacts
 func (s *Supervisor) startKnown(c Container, facts journalFacts) bool {
 	if c.Records().Started("init") || facts.starts[procKey(c.ID(), "init", c.Incarnation())] {
 		return true
+	}
+	if o, ok := s.objects.Get(c.ID()); ok && o.Incarnation == c.Incarnation() && o.State != objects.Created {
+		return true // the CRI objects' checkpoint saw it started (a lost journal)
 	}
 	if !facts.oldest.IsZero() && facts.oldest.After(c.Created()) {
 		s.log.WithField("container", c.ID()).Warn("restore: no started marker, and the journal no longer reaches back to the " +

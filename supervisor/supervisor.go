@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -40,6 +41,9 @@ type Config struct {
 	StartTimeout time.Duration
 	RetainCount  int
 	SyncPolicy   journal.SyncPolicy
+	// ObjectsDir holds the snapshot of the CRI objects (cri-objects.json;
+	// default JournalDir): the daemon puts it beside the CRI records.
+	ObjectsDir string
 	// ReconcileInterval is how often the loop's view is compared with the
 	// processes' real state (0 = 10 s, negative = never).
 	ReconcileInterval time.Duration
@@ -62,6 +66,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.JournalDir == "" {
 		c.JournalDir = c.StateDir
+	}
+	if c.ObjectsDir == "" {
+		c.ObjectsDir = c.JournalDir
 	}
 	if c.Runtime == "" {
 		c.Runtime = "runc"
@@ -186,7 +193,7 @@ func New(cfg Config) (*Supervisor, error) {
 		objects: objects.NewTable(), watches: map[string][]chan ExitStatus{},
 	}
 	s.m = newMetrics(cfg.Metrics)
-	opts := journal.Options{RetainCount: cfg.RetainCount, Sync: cfg.SyncPolicy, Logger: cfg.Logger}
+	opts := journal.Options{RetainCount: cfg.RetainCount, Sync: cfg.SyncPolicy, Logger: cfg.Logger, HoldRetention: true}
 	if cfg.JournalDir != cfg.StateDir {
 		opts.Legacy = filepath.Join(cfg.StateDir, "events.log")
 	}
@@ -196,6 +203,10 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s.journal = j
 	s.journalDir = cfg.JournalDir
+	if err := os.MkdirAll(cfg.ObjectsDir, 0o700); err != nil {
+		j.Close()
+		return nil, fmt.Errorf("the CRI objects' dir: %w", err)
+	}
 	s.mon = cfg.MonitorImpl
 	if s.mon == nil {
 		m, err := monitor.New(monitor.WithLogger(cfg.Logger))

@@ -525,35 +525,3 @@ func TestExecBoundPerContainer(t *testing.T) {
 		t.Fatalf("after an exit the big exec fits again: %v", err)
 	}
 }
-
-// TestNote: a client's own event (the CRI service's created/deleted) is in
-// the journal when Note returns, in order with the supervisor's events, and
-// only the CRI types are taken.
-func TestNote(t *testing.T) {
-	h := newHarness(t, newFakeRuntime(), t.TempDir())
-	ctx := context.Background()
-	h.create("a")
-	must(t, h.s.Note(ctx, journal.TypeCRICreated, "cri1"))
-	stored, err := h.s.Subscribe(ctx, SubscribeRequest{After: time.Unix(0, 0), StoredOnly: true})
-	must(t, err)
-	var got []string
-	for {
-		ev, err := stored.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		must(t, err)
-		got = append(got, describe(ev))
-	}
-	if strings.Join(got, ", ") != "start-container a, cri-created cri1" {
-		t.Fatalf("journal when Note returned: %v", got)
-	}
-	h.expect("start-container a", "cri-created cri1")
-	must(t, h.s.Note(ctx, journal.TypeCRIDeleted, "cri1"))
-	h.expect("cri-deleted cri1")
-	for _, bad := range []struct{ typ, id string }{{journal.TypeExit, "cri1"}, {"made-up", "cri1"}, {journal.TypeCRICreated, ""}} {
-		if err := h.s.Note(ctx, bad.typ, bad.id); !errdefs.IsInvalidArgument(err) {
-			t.Errorf("Note(%q, %q): %v, want invalid argument", bad.typ, bad.id, err)
-		}
-	}
-}

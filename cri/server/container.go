@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -17,122 +16,114 @@ import (
 	"github.com/evjournal/containerd/image"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor"
-	"github.com/evjournal/containerd/supervisor/journal"
+	"github.com/evjournal/containerd/supervisor/objects"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// container is one CRI container: its record and decoded config. Guarded
-// by Server.mu.
-type container struct {
-	rec containerRecord
-	cfg *runtimeapi.ContainerConfig
-}
-
-// CreateContainer prepares the container (rootfs from its image, OCI spec
-// joining the pod's namespaces, bundle) without running anything: the
-// supervisor runs it at StartContainer.
+// CreateContainer reserves the container's name in the loop, prepares it
+// (rootfs from its image, OCI spec joining the pod's namespaces, bundle,
+// record) and commits it, without running anything: StartContainer does.
+// A create cut short leaves nothing; one whose pod is stopped or removed
+// meanwhile fails (the pod's removal waits for the reservation to end).
 func (s *Server) CreateContainer(ctx context.Context, r *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
-	cfg, sbCfg := r.GetConfig(), r.GetSandboxConfig()
+	cfg := r.GetConfig()
 	if cfg.GetMetadata().GetName() == "" {
 		return nil, toStatus(fmt.Errorf("container config: metadata.name is required: %w", errdefs.ErrInvalidArgument))
 	}
-	sb, err := s.getSandbox(r.GetPodSandboxId())
+	sb, err := s.recs.sandbox(r.GetPodSandboxId())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	s.mu.Lock()
-	sbRec := sb.rec
-	if sbCfg == nil {
-		sbCfg = sb.cfg
-	}
-	s.mu.Unlock()
-	if sbRec.State != sandboxReady {
-		return nil, toStatus(fmt.Errorf("pod sandbox %s is not ready: %w", sbRec.ID, errdefs.ErrFailedPrecondition))
-	}
-	if err := s.reserveContainerName(sbRec.ID, cfg.GetMetadata()); err != nil {
-		return nil, toStatus(err)
-	}
-	img, err := s.cfg.Images.Get(cfg.GetImage().GetImage())
+	pod, err := s.readyPod(ctx, sb)
 	if err != nil {
-		return nil, toStatus(fmt.Errorf("container config: image %q: %w", cfg.GetImage().GetImage(), err))
+		return nil, toStatus(err)
 	}
 	id := newID()
-	c, err := s.createContainer(id, cfg, sbCfg, sbRec, img.ID, imageRef(img.RepoDigests, img.ID), img.Config)
-	if err != nil {
+	name := containerName(sb.rec.ID, cfg.GetMetadata())
+	spec := supervisor.ObjectSpec{Kind: objects.Container, ID: id, SandboxID: sb.rec.ID, Name: name}
+	if err := s.sup.ReserveObject(ctx, spec); err != nil {
+		return nil, toStatus(fmt.Errorf("container %q (attempt %d) in pod %s: %w", cfg.GetMetadata().GetName(), cfg.GetMetadata().GetAttempt(), sb.rec.ID, err))
+	}
+	if err := s.makeContainer(ctx, id, r, sb, pod); err != nil {
 		return nil, toStatus(err)
 	}
-	s.mu.Lock()
-	s.containers[id] = c
-	s.mu.Unlock()
-	// In the journal before kubelet hears of it; without the journal the
-	// container is not made (as any request that makes an event).
-	if err := s.sup.Note(ctx, journal.TypeCRICreated, id); err != nil {
-		s.mu.Lock()
-		delete(s.containers, id)
-		s.mu.Unlock()
-		s.cfg.Images.RemoveRootfs(id)
-		os.RemoveAll(s.containerDir(id))
-		return nil, toStatus(fmt.Errorf("container %s: %w", id, err))
-	}
-	s.broadcastContainer(c, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 }
 
-func imageRef(digests []string, id string) string {
-	if len(digests) > 0 {
-		return digests[0]
+// readyPod is the loop's view of a pod that must be ready.
+func (s *Server) readyPod(ctx context.Context, sb *sandbox) (objects.Object, error) {
+	o, err := s.objectOf(ctx, sb.rec.ID)
+	if err != nil {
+		return o, fmt.Errorf("pod sandbox %s: %w", sb.rec.ID, err)
 	}
-	return id
+	if o.State != objects.Running || o.Removing {
+		return o, fmt.Errorf("pod sandbox %s is not ready: %w", sb.rec.ID, errdefs.ErrFailedPrecondition)
+	}
+	return o, nil
 }
 
-func (s *Server) reserveContainerName(sandboxID string, m *runtimeapi.ContainerMetadata) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.containers {
-		o := c.cfg.GetMetadata()
-		if c.rec.SandboxID == sandboxID && o.GetName() == m.GetName() && o.GetAttempt() == m.GetAttempt() {
-			return fmt.Errorf("container %q (attempt %d) exists already in pod %s as %s: %w", m.GetName(), m.GetAttempt(), sandboxID, c.rec.ID, errdefs.ErrAlreadyExists)
+func (s *Server) makeContainer(ctx context.Context, id string, r *runtimeapi.CreateContainerRequest, sb *sandbox, pod objects.Object) (err error) {
+	undo := &undoList{}
+	defer func() {
+		if err != nil {
+			undo.run(s.log.WithField("container", id))
 		}
+	}()
+	undo.add("release the container's name", func(ctx context.Context) error { return s.sup.ReleaseObject(ctx, id) })
+	cfg, sbCfg := r.GetConfig(), r.GetSandboxConfig()
+	if sbCfg == nil {
+		sbCfg = sb.cfg
+	}
+	img, err := s.cfg.Images.Get(cfg.GetImage().GetImage())
+	if err != nil {
+		return fmt.Errorf("container config: image %q: %w", cfg.GetImage().GetImage(), err)
+	}
+	c, err := s.createContainer(id, cfg, sbCfg, sb.rec, pod.Pid, img.ID, imageRef(img.RepoDigests, img.ID), img.Config, undo)
+	if err != nil {
+		return err
+	}
+	s.recs.addContainer(c)
+	undo.add("forget the record", func(context.Context) error { s.recs.remove(id); return nil })
+	// In the journal before kubelet hears of it; without the journal the
+	// container is not made (as any request that makes an event).
+	if _, err := s.sup.CommitObject(ctx, id); err != nil {
+		return fmt.Errorf("container %s: %w", id, err)
 	}
 	return nil
 }
 
+// createContainer makes the container's dir, rootfs, bundle and record;
+// each step's undo is registered in undo before it.
 func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbCfg *runtimeapi.PodSandboxConfig, sb sandboxRecord,
-	imageID, imageRef string, imgCfg ocispec.ImageConfig) (c *container, err error) {
-	var undo undoList
-	defer func() {
-		if err != nil {
-			undo.run()
-		}
-	}()
+	pausePid int, imageID, imageRef string, imgCfg ocispec.ImageConfig, undo *undoList) (*container, error) {
 	raw, err := marshalProto(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("container config: %w", err)
 	}
 	dir := s.containerDir(id)
+	undo.add("remove the container's dir", func(context.Context) error { return os.RemoveAll(dir) })
 	if err := os.MkdirAll(filepath.Join(dir, "bundle"), 0o700); err != nil {
 		return nil, err
 	}
-	undo.add(func() { os.RemoveAll(dir) })
 	var idmap []image.IDMap
 	if userNS, err := ocispec.PodUserNS(sbCfg); err != nil {
 		return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
 	} else if userNS != nil {
 		// The image's files are seen through the pod's mapping, so that
 		// its root owns what the image gives to root.
-		if sb.Pid <= 0 {
+		if pausePid <= 0 {
 			return nil, fmt.Errorf("the sandbox has no running pause process to take the user namespace from: %w", errdefs.ErrFailedPrecondition)
 		}
-		idmap = append(idmap, image.IDMap{UserNS: fmt.Sprintf("/proc/%d/ns/user", sb.Pid),
+		idmap = append(idmap, image.IDMap{UserNS: fmt.Sprintf("/proc/%d/ns/user", pausePid),
 			RootUID: userNS.HostRootUID(), RootGID: userNS.HostRootGID()})
 	}
+	undo.add("remove the container's rootfs", func(context.Context) error { return s.cfg.Images.RemoveRootfs(id) })
 	rootfs, err := s.cfg.Images.PrepareRootfs(id, imageID, idmap...)
 	if err != nil {
 		return nil, fmt.Errorf("container rootfs: %w", err)
 	}
-	undo.add(func() { s.cfg.Images.RemoveRootfs(id) })
 	if len(idmap) > 0 {
 		if err := searchableFromUserNS(s.dataRoot(), rootfs); err != nil {
 			return nil, err
@@ -141,7 +132,7 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 	sbDir := s.sandboxDir(sb.ID)
 	spec, err := ocispec.Container(cfg, sbCfg, imgCfg, ocispec.ContainerParams{
 		ID: id, SandboxID: sb.ID, RootfsPath: rootfs, ImageName: cfg.GetImage().GetImage(),
-		SandboxPid: sb.Pid, NetNSPath: sb.NetNS, ShmPath: sb.Shm,
+		SandboxPid: pausePid, NetNSPath: sb.NetNS, ShmPath: sb.Shm,
 		HostsPath: filepath.Join(sbDir, "hosts"), ResolvConfPath: filepath.Join(sbDir, "resolv.conf"), HostnamePath: filepath.Join(sbDir, "hostname"),
 	})
 	if err != nil {
@@ -155,52 +146,32 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 		logPath = filepath.Join(sbCfg.GetLogDirectory(), cfg.GetLogPath())
 	}
 	rec := containerRecord{ID: id, SandboxID: sb.ID, Config: raw, ImageID: imageID, ImageRef: imageRef,
-		State: stateCreated, CreatedAt: time.Now().UnixNano(), LogPath: logPath, User: &spec.Process.User}
+		CreatedAt: time.Now().UnixNano(), LogPath: logPath, User: &spec.Process.User}
 	if err := writeRecord(dir, "container.json", &rec); err != nil {
 		return nil, err
 	}
 	return &container{rec: rec, cfg: cfg}, nil
 }
 
-// StartContainer runs a created container through the supervisor (shim,
-// runc create and start); its output goes to its CRI log file.
+// StartContainer runs a created container as a container of the loop
+// (shim, runc create and start); its output goes to its CRI log file. The
+// loop decides what the container is: running, or exited with StartError
+// when no process could be started, whatever happens to this call.
 func (s *Server) StartContainer(ctx context.Context, r *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
-	c, err := s.getContainer(r.GetContainerId())
+	c, err := s.recs.container(r.GetContainerId())
 	if err != nil {
 		return nil, toStatus(err)
-	}
-	s.mu.Lock()
-	rec := c.rec
-	s.mu.Unlock()
-	if rec.State != stateCreated {
-		return nil, toStatus(fmt.Errorf("container %s is %s, not created: %w", rec.ID, rec.State, errdefs.ErrFailedPrecondition))
 	}
 	stdio, err := s.containerStdio(c)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	info, err := s.sup.CreateContainer(ctx, supervisor.CreateRequest{
-		ID: rec.ID, Bundle: filepath.Join(s.containerDir(rec.ID), "bundle"), Stdio: stdio, Labels: containerLabels(c),
+	_, err = s.sup.StartObject(ctx, supervisor.CreateRequest{
+		ID: c.rec.ID, Bundle: filepath.Join(s.containerDir(c.rec.ID), "bundle"), Stdio: stdio, Labels: containerLabels(c),
 	})
 	if err != nil {
-		s.mu.Lock()
-		c.rec.State, c.rec.FinishedAt, c.rec.ExitCode, c.rec.Reason, c.rec.Message = stateExited, time.Now().UnixNano(), 128, "StartError", err.Error()
-		rec = c.rec
-		s.mu.Unlock()
-		writeRecord(s.containerDir(rec.ID), "container.json", &rec)
-		return nil, toStatus(fmt.Errorf("container %s: start: %w", rec.ID, err))
+		return nil, toStatus(fmt.Errorf("container %s: start: %w", c.rec.ID, err))
 	}
-	s.mu.Lock()
-	if c.rec.State == stateCreated { // the exit may have been applied already
-		c.rec.State = stateRunning
-	}
-	c.rec.StartedAt, c.rec.Pid, c.rec.Incarnation = time.Now().UnixNano(), initPid(info), info.Incarnation
-	rec = c.rec
-	s.mu.Unlock()
-	if err := writeRecord(s.containerDir(rec.ID), "container.json", &rec); err != nil {
-		return nil, toStatus(err)
-	}
-	s.broadcastContainer(c, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 	return &runtimeapi.StartContainerResponse{}, nil
 }
 
@@ -239,7 +210,7 @@ func containerLabels(c *container) []string {
 // StopContainer sends SIGTERM, waits up to the timeout, then SIGKILL.
 // Stopping a container that does not run is not an error.
 func (s *Server) StopContainer(ctx context.Context, r *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
-	c, err := s.getContainer(r.GetContainerId())
+	c, err := s.recs.container(r.GetContainerId())
 	if errdefs.IsNotFound(err) {
 		return &runtimeapi.StopContainerResponse{}, nil // CRI: stopping what is gone is success
 	}
@@ -252,30 +223,40 @@ func (s *Server) StopContainer(ctx context.Context, r *runtimeapi.StopContainerR
 	return &runtimeapi.StopContainerResponse{}, nil
 }
 
+// stopContainer stops what the loop says runs. The exit watch is taken in
+// the loop: an exit that came first is delivered at once.
 func (s *Server) stopContainer(ctx context.Context, c *container, grace time.Duration) error {
-	// The state is read and the waiter registered under the lock exits are
-	// applied under: an exit cannot fall between them.
-	s.mu.Lock()
-	id, state := c.rec.ID, c.rec.State
-	if state != stateRunning {
-		s.mu.Unlock()
+	id := c.rec.ID
+	o, err := s.objectOf(ctx, id)
+	if errdefs.IsNotFound(err) {
 		return nil
 	}
-	w := s.waitLocked(id, "init")
-	s.mu.Unlock()
-	defer s.unwait(id, "init", w)
+	if err != nil {
+		return fmt.Errorf("container %s: %w", id, err)
+	}
+	if o.Starting {
+		return fmt.Errorf("container %s is being started: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	if o.State != objects.Running {
+		return nil
+	}
+	exits, stop, err := s.sup.WatchExit(ctx, id, "init")
+	if err != nil {
+		return fmt.Errorf("container %s: %w", id, err)
+	}
+	defer stop()
 	if grace > 0 {
 		if err := s.signal(ctx, id, syscall.SIGTERM); err != nil {
 			return err
 		}
-		if _, err := awaitExit(ctx, w, grace); err == nil {
+		if _, err := awaitExit(ctx, exits, grace); err == nil {
 			return nil
 		}
 	}
 	if err := s.signal(ctx, id, syscall.SIGKILL); err != nil {
 		return err
 	}
-	if _, err := awaitExit(ctx, w, stopWait); err != nil {
+	if _, err := awaitExit(ctx, exits, stopWait); err != nil {
 		return fmt.Errorf("container %s: %w", id, err)
 	}
 	return nil
@@ -292,9 +273,10 @@ func (s *Server) signal(ctx context.Context, id string, sig syscall.Signal) erro
 }
 
 // RemoveContainer kills the container if it runs and removes its rootfs,
-// bundle and record. Removing an unknown container is not an error.
+// bundle and record, then the object. Removing an unknown container is
+// not an error.
 func (s *Server) RemoveContainer(ctx context.Context, r *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
-	c, err := s.getContainer(r.GetContainerId())
+	c, err := s.recs.container(r.GetContainerId())
 	if errdefs.IsNotFound(err) {
 		return &runtimeapi.RemoveContainerResponse{}, nil
 	}
@@ -307,77 +289,60 @@ func (s *Server) RemoveContainer(ctx context.Context, r *runtimeapi.RemoveContai
 	return &runtimeapi.RemoveContainerResponse{}, nil
 }
 
+// removeContainer frees what is the runtime's first (rootfs, upper dir,
+// bundle), then the record, then the object: a removal cut short is
+// finished at the next start, one that fails leaves the container visible
+// with why. It never needs the journal to write (a full disk is what
+// kubelet frees by removing).
 func (s *Server) removeContainer(ctx context.Context, c *container) error {
+	id := c.rec.ID
 	if err := s.stopContainer(ctx, c, 0); err != nil {
 		return err
 	}
-	id := c.rec.ID
-	// Journaled before anything is removed: a removal the journal cannot
-	// record is refused whole. A removal that fails after this (a busy
-	// rootfs) is retried by kubelet and journaled again.
-	if err := s.sup.Note(ctx, journal.TypeCRIDeleted, id); err != nil {
+	if _, err := s.sup.BeginRemoveObject(ctx, id); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("container %s: %w", id, err)
 	}
-	if err := s.cfg.Images.RemoveRootfs(id); err != nil {
+	err := s.cfg.Images.RemoveRootfs(id)
+	if err == nil {
+		err = os.RemoveAll(s.containerDir(id))
+	}
+	if err != nil {
+		s.sup.AbortRemoveObject(context.WithoutCancel(ctx), id, err.Error())
 		return fmt.Errorf("container %s: %w", id, err)
 	}
-	if err := os.RemoveAll(s.containerDir(id)); err != nil {
-		return fmt.Errorf("container %s: %w", id, err)
-	}
-	s.mu.Lock()
-	delete(s.containers, id)
-	s.mu.Unlock()
-	s.broadcastContainer(c, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
-	return nil
+	s.recs.remove(id)
+	return s.sup.RemoveObject(ctx, id)
 }
 
-func (s *Server) getContainer(id string) (*container, error) {
-	if id == "" {
-		return nil, fmt.Errorf("container id is empty: %w", errdefs.ErrInvalidArgument)
+func imageRef(digests []string, id string) string {
+	if len(digests) > 0 {
+		return digests[0]
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.containers[id]; ok {
-		return c, nil
-	}
-	for full, c := range s.containers {
-		if len(id) >= 8 && strings.HasPrefix(full, id) {
-			return c, nil
-		}
-	}
-	return nil, fmt.Errorf("container %q: %w", id, errdefs.ErrNotFound)
+	return id
 }
 
-// containersOf lists the containers of a pod.
-func (s *Server) containersOf(sandboxID string) []*container {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*container
-	for _, c := range s.containers {
-		if c.rec.SandboxID == sandboxID {
-			out = append(out, c)
-		}
-	}
-	return out
+var crState = map[objects.State]runtimeapi.ContainerState{
+	objects.Created: runtimeapi.ContainerState_CONTAINER_CREATED,
+	objects.Running: runtimeapi.ContainerState_CONTAINER_RUNNING,
+	objects.Exited:  runtimeapi.ContainerState_CONTAINER_EXITED,
 }
 
-var crState = map[string]runtimeapi.ContainerState{
-	stateCreated: runtimeapi.ContainerState_CONTAINER_CREATED,
-	stateRunning: runtimeapi.ContainerState_CONTAINER_RUNNING,
-	stateExited:  runtimeapi.ContainerState_CONTAINER_EXITED,
-}
-
-// containerStatus builds the CRI status. Call with s.mu held.
-func containerStatus(c *container) *runtimeapi.ContainerStatus {
-	st, ok := crState[c.rec.State]
+// containerStatus is the CRI status of a container: its record with the
+// loop's view of it.
+func containerStatus(c *container, o objects.Object) *runtimeapi.ContainerStatus {
+	st, ok := crState[o.State]
 	if !ok {
 		st = runtimeapi.ContainerState_CONTAINER_UNKNOWN
 	}
+	message := o.Message
+	if o.CleanupError != "" {
+		message = "removal failed: " + o.CleanupError
+	}
 	return &runtimeapi.ContainerStatus{
 		Id: c.rec.ID, Metadata: c.cfg.GetMetadata(), State: st,
-		CreatedAt: c.rec.CreatedAt, StartedAt: c.rec.StartedAt, FinishedAt: c.rec.FinishedAt, ExitCode: c.rec.ExitCode,
+		CreatedAt: c.rec.CreatedAt, StartedAt: o.StartedAt, FinishedAt: o.FinishedAt, ExitCode: o.ExitCode,
 		Image: c.cfg.GetImage(), ImageRef: c.rec.ImageRef, ImageId: c.rec.ImageID,
-		Reason: c.rec.Reason, Message: c.rec.Message,
+		Reason: o.Reason, Message: message,
 		Labels: c.cfg.GetLabels(), Annotations: c.cfg.GetAnnotations(), Mounts: c.cfg.GetMounts(), LogPath: c.rec.LogPath,
 		User: containerUser(c.rec.User),
 	}
@@ -397,22 +362,30 @@ func containerUser(u *specs.User) *runtimeapi.ContainerUser {
 }
 
 func (s *Server) ContainerStatus(ctx context.Context, r *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
-	c, err := s.getContainer(r.GetContainerId())
+	c, err := s.recs.container(r.GetContainerId())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return &runtimeapi.ContainerStatusResponse{Status: containerStatus(c)}, nil
+	o, err := s.objectOf(ctx, c.rec.ID)
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("container %s: %w", c.rec.ID, err))
+	}
+	return &runtimeapi.ContainerStatusResponse{Status: containerStatus(c, o)}, nil
 }
 
 func (s *Server) ListContainers(ctx context.Context, r *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
 	f := r.GetFilter()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	objs, err := s.objectMap(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
 	var out []*runtimeapi.Container
-	for _, c := range s.containers {
-		st := containerStatus(c)
+	for _, c := range s.recs.allContainers() {
+		o, ok := objs[c.rec.ID]
+		if !ok {
+			continue // being made, or removed meanwhile
+		}
+		st := containerStatus(c, o)
 		if !c.matches(f.GetId(), f.GetPodSandboxId(), f.GetLabelSelector()) || f.GetState() != nil && f.GetState().GetState() != st.State {
 			continue
 		}

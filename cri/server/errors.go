@@ -4,13 +4,10 @@ import (
 	"errors"
 	"syscall"
 
-	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/api"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-var errUnavailable = errdefs.ErrUnavailable
 
 // toStatus makes the gRPC status a CRI client sees: the code of the error's
 // errdefs class (kubelet branches on NotFound, AlreadyExists,

@@ -32,18 +32,12 @@ const outputDrainWait = 10 * time.Second
 // supervisor, collects its output through FIFOs and returns its exit code.
 // A timeout kills the command and answers DeadlineExceeded.
 func (s *Server) ExecSync(ctx context.Context, r *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
-	c, err := s.getContainer(r.GetContainerId())
-	if err != nil {
-		return nil, toStatus(err)
-	}
 	if len(r.GetCmd()) == 0 {
 		return nil, toStatus(fmt.Errorf("exec: cmd is empty: %w", errdefs.ErrInvalidArgument))
 	}
-	s.mu.Lock()
-	id, state := c.rec.ID, c.rec.State
-	s.mu.Unlock()
-	if state != stateRunning {
-		return nil, toStatus(fmt.Errorf("container %s is %s, not running: %w", id, state, errdefs.ErrFailedPrecondition))
+	id, err := s.runningContainer(ctx, r.GetContainerId())
+	if err != nil {
+		return nil, toStatus(err)
 	}
 	spec, err := s.initSpec(ctx, id)
 	if err != nil {
@@ -92,9 +86,12 @@ func (s *Server) execSync(ctx context.Context, id string, spec specs.ProcessSpec
 		return nil, err
 	}
 	defer stderr.close()
-	w := s.wait(id, pid)
-	defer s.unwait(id, pid, w)
-	if _, err := s.sup.Exec(ctx, supervisor.ExecRequest{ID: id, Pid: pid, Spec: spec,
+	w, stop, err := s.sup.WatchExit(ctx, id, pid)
+	if err != nil {
+		return nil, fmt.Errorf("container %s: exec: %w", id, err)
+	}
+	defer stop()
+	if _, err := s.sup.Exec(ctx, supervisor.ExecRequest{ID: id, Pid: pid, Spec: spec, Ephemeral: true,
 		Stdio: runtime.Stdio{Stdout: stdout.path, Stderr: stderr.path}}); err != nil {
 		return nil, fmt.Errorf("container %s: exec: %w", id, err)
 	}
@@ -111,7 +108,7 @@ func (s *Server) execSync(ctx context.Context, id string, spec specs.ProcessSpec
 	}
 	stdout.collect()
 	stderr.collect()
-	return &runtimeapi.ExecSyncResponse{Stdout: outBuf.Bytes(), Stderr: errBuf.Bytes(), ExitCode: int32(exit.status)}, nil
+	return &runtimeapi.ExecSyncResponse{Stdout: outBuf.Bytes(), Stderr: errBuf.Bytes(), ExitCode: int32(exit.Status)}, nil
 }
 
 func shortRandom() string {

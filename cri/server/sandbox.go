@@ -1,36 +1,18 @@
 package server
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/cri/ocispec"
-	"github.com/evjournal/containerd/image"
-	"github.com/evjournal/containerd/podnet"
 	"github.com/evjournal/containerd/supervisor"
-	"github.com/evjournal/containerd/supervisor/journal"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
+	"github.com/evjournal/containerd/supervisor/objects"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
-
-// sandbox is one pod: its record and its decoded config. Guarded by
-// Server.mu.
-type sandbox struct {
-	rec sandboxRecord
-	cfg *runtimeapi.PodSandboxConfig
-}
 
 // pauseInRootfs is where the pause binary is bound in a sandbox's rootfs.
 const pauseInRootfs = "/pause"
@@ -41,9 +23,12 @@ const podShmSize = 64 << 20
 // stopWait bounds the wait for a killed process's exit event.
 const stopWait = 30 * time.Second
 
-// RunPodSandbox makes the pod's network namespace (CNI), its /dev/shm and
-// files (hostname, resolv.conf, hosts), and runs its pause process as a
-// container of the supervisor. On failure everything made is undone.
+// RunPodSandbox reserves the pod's name in the loop, makes its record, its
+// network namespace (CNI), its /dev/shm and files (hostname, resolv.conf,
+// hosts), commits it (visible from then on) and runs its pause process as
+// a container of the loop. Each step's undo is registered before the step
+// and runs with a context of its own: a failed or cancelled request leaves
+// nothing, or, when the cleanup itself fails, a NOTREADY pod to remove.
 func (s *Server) RunPodSandbox(ctx context.Context, r *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
 	cfg := r.GetConfig()
 	if cfg.GetMetadata().GetName() == "" {
@@ -52,321 +37,85 @@ func (s *Server) RunPodSandbox(ctx context.Context, r *runtimeapi.RunPodSandboxR
 	if h := r.GetRuntimeHandler(); h != "" && h != "runc" {
 		return nil, toStatus(fmt.Errorf("runtime handler %q: only the default (\"\" or \"runc\") is served: %w", h, errdefs.ErrNotFound))
 	}
-	if err := s.reserveSandboxName(cfg.GetMetadata()); err != nil {
-		return nil, toStatus(err)
-	}
 	id := newID()
-	sb, err := s.runSandbox(ctx, id, cfg)
-	if err != nil {
+	name := sandboxName(cfg.GetMetadata())
+	if err := s.sup.ReserveObject(ctx, supervisor.ObjectSpec{Kind: objects.Sandbox, ID: id, Name: name}); err != nil {
+		return nil, toStatus(fmt.Errorf("sandbox %s: %w", name, err))
+	}
+	if err := s.runSandbox(ctx, id, cfg); err != nil {
 		return nil, toStatus(err)
 	}
-	s.mu.Lock()
-	s.sandboxes[id] = sb
-	s.mu.Unlock()
-	s.broadcastSandbox(sb, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 }
 
-// reserveSandboxName refuses a second live pod with the same metadata (name,
-// namespace, uid, attempt), as kubelet expects of a runtime.
-func (s *Server) reserveSandboxName(m *runtimeapi.PodSandboxMetadata) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, sb := range s.sandboxes {
-		o := sb.cfg.GetMetadata()
-		if o.GetName() == m.GetName() && o.GetNamespace() == m.GetNamespace() && o.GetUid() == m.GetUid() && o.GetAttempt() == m.GetAttempt() {
-			return fmt.Errorf("sandbox %s/%s (uid %s, attempt %d) exists already as %s: %w",
-				m.GetNamespace(), m.GetName(), m.GetUid(), m.GetAttempt(), sb.rec.ID, errdefs.ErrAlreadyExists)
-		}
-	}
-	return nil
-}
-
-// undoList runs its steps in reverse order unless disarmed.
-type undoList []func()
-
-func (u *undoList) add(f func()) { *u = append(*u, f) }
-func (u *undoList) run() {
-	for i := len(*u) - 1; i >= 0; i-- {
-		(*u)[i]()
-	}
-}
-
-func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodSandboxConfig) (sb *sandbox, err error) {
-	var undo undoList
+func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodSandboxConfig) (err error) {
+	log := s.log.WithField("sandbox", id)
+	undo := &undoList{}
 	defer func() {
 		if err != nil {
-			undo.run()
+			undo.run(log)
 		}
 	}()
-	raw, err := marshalProto(cfg)
+	undo.add("release the pod's name", func(ctx context.Context) error { return s.sup.ReleaseObject(ctx, id) })
+	p, err := s.prepareSandbox(ctx, id, cfg, undo)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox config: %w", err)
-	}
-	if fi, err := os.Stat(s.cfg.Pause); s.cfg.SandboxImage == "" && (err != nil || !fi.Mode().IsRegular()) {
-		return nil, fmt.Errorf("the sandboxes' pause binary %s is missing (--sandbox-pause): %w", s.cfg.Pause, errdefs.ErrFailedPrecondition)
-	}
-	userNS, err := ocispec.PodUserNS(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
-	}
-	dir := s.sandboxDir(id)
-	rootfs := filepath.Join(dir, "bundle", "rootfs")
-	if err := os.MkdirAll(rootfs, 0o755); err != nil {
-		return nil, err
-	}
-	undo.add(func() { os.RemoveAll(dir) })
-	pauseArgs := []string{pauseInRootfs}
-	if s.cfg.SandboxImage != "" {
-		rootfs, pauseArgs, err = s.sandboxImageRootfs(ctx, id, userNS)
-		if err != nil {
-			return nil, err
-		}
-		undo.add(func() { s.cfg.Images.RemoveRootfs(id) })
-	}
-	if userNS != nil {
-		if err := searchableFromUserNS(s.dataRoot(), rootfs); err != nil {
-			return nil, err
-		}
-		// runc makes the mountpoints (/proc, /dev, /pause...) in the empty
-		// rootfs from inside the namespace: its root must own it (an
-		// image's rootfs has its upper dir given to that root instead).
-		if s.cfg.SandboxImage == "" {
-			if err := os.Chown(rootfs, int(userNS.HostRootUID()), int(userNS.HostRootGID())); err != nil {
-				return nil, err
-			}
-		}
-	}
-	rec := sandboxRecord{ID: id, Config: raw, CreatedAt: time.Now().UnixNano(), State: sandboxNotReady}
-
-	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
-	podNet := nsOpts.GetNetwork() != runtimeapi.NamespaceMode_NODE
-	specNetNS := ""
-	switch {
-	case podNet && userNS == nil:
-		ips, netns, err := s.setupNetwork(ctx, id, cfg, 0, &undo)
-		if err != nil {
-			return nil, err
-		}
-		rec.NetNS, rec.IPs, specNetNS = netns, ips, netns
-	case podNet:
-		// The pause makes the namespace inside the user namespace; it is
-		// pinned here, and plugged into CNI, once the pause runs. The
-		// record names the pin before, so that a stop after a crash in
-		// between still tears it down.
-		if s.cfg.Network == nil {
-			return nil, errNoNetwork
-		}
-		rec.NetNS = filepath.Join(s.cfg.StateDir, "netns", id)
-	}
-	if nsOpts.GetIpc() != runtimeapi.NamespaceMode_NODE {
-		shm, err := mountShm(filepath.Join(s.cfg.StateDir, "shm", id))
-		if err != nil {
-			return nil, err
-		}
-		undo.add(func() { unmountShm(shm) })
-		rec.Shm = shm
-	}
-	files, err := writePodFiles(dir, cfg, rec.IPs)
-	if err != nil {
-		return nil, err
-	}
-	spec, err := ocispec.Sandbox(cfg, ocispec.SandboxParams{
-		ID: id, PauseArgs: pauseArgs, RootfsPath: rootfs, NetNSPath: specNetNS,
-		ResolvConfPath: files.resolvConf, HostnamePath: files.hostname, HostsPath: files.hosts, ShmPath: rec.Shm,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument) // ocispec names the field
-	}
-	if s.cfg.SandboxImage == "" {
-		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: pauseInRootfs, Type: "bind", Source: s.cfg.Pause, Options: []string{"rbind", "ro"}})
-	} else if userNS != nil {
-		if err := makeMountpoints(rootfs, spec); err != nil {
-			return nil, err
-		}
-	}
-	if err := writeBundle(filepath.Join(dir, "bundle"), spec); err != nil {
-		return nil, err
-	}
-	if err := writeRecord(dir, "sandbox.json", &rec); err != nil {
-		return nil, err
-	}
-	info, err := s.sup.CreateContainer(ctx, supervisor.CreateRequest{
-		ID: id, Bundle: filepath.Join(dir, "bundle"), Labels: sandboxLabels(cfg),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sandbox %s: start the pause process: %w", id, err)
-	}
-	rec.State, rec.Pid = sandboxReady, initPid(info)
-	if podNet && userNS != nil {
-		undo.add(func() { s.killPause(id) })
-		ips, _, err := s.setupNetwork(ctx, id, cfg, rec.Pid, &undo)
-		if err != nil {
-			return nil, err
-		}
-		rec.IPs = ips
-		// Rewritten in place: the pause has /etc/hosts bound already.
-		if _, err := writePodFiles(dir, cfg, rec.IPs); err != nil {
-			return nil, err
-		}
-	}
-	if err := writeRecord(dir, "sandbox.json", &rec); err != nil {
-		s.sup.Signal(context.WithoutCancel(ctx), id, "init", syscall.SIGKILL)
-		return nil, err
-	}
-	return &sandbox{rec: rec, cfg: cfg}, nil
-}
-
-var errNoNetwork = fmt.Errorf("pod network: no CNI network is configured (only host-network pods can run): %w", errdefs.ErrFailedPrecondition)
-
-// setupNetwork pins the pod's network namespace (a new one, or with
-// pausePid the one the pause process made) and plugs it into the CNI
-// network.
-func (s *Server) setupNetwork(ctx context.Context, id string, cfg *runtimeapi.PodSandboxConfig, pausePid int, undo *undoList) ([]string, string, error) {
-	if s.cfg.Network == nil {
-		return nil, "", errNoNetwork
-	}
-	var ns *podnet.NetNS
-	var err error
-	if pausePid > 0 {
-		ns, err = podnet.PinNetNS(filepath.Join(s.cfg.StateDir, "netns"), id, pausePid)
-	} else {
-		ns, err = podnet.NewNetNS(filepath.Join(s.cfg.StateDir, "netns"), id)
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("pod network namespace: %w", err)
-	}
-	undo.add(func() { ns.Remove() })
-	md := cfg.GetMetadata()
-	opts := podnet.SetupOptions{Namespace: md.GetNamespace(), Name: md.GetName(), UID: md.GetUid(), Annotations: cfg.GetAnnotations()}
-	for _, pm := range cfg.GetPortMappings() {
-		opts.PortMappings = append(opts.PortMappings, podnet.PortMapping{
-			HostPort: pm.GetHostPort(), ContainerPort: pm.GetContainerPort(), Protocol: pm.GetProtocol().String(), HostIP: pm.GetHostIp(),
-		})
-	}
-	res, err := s.cfg.Network.Setup(ctx, id, ns.Path(), opts)
-	if err != nil {
-		return nil, "", fmt.Errorf("pod network: %w", err)
-	}
-	undo.add(func() { s.cfg.Network.Teardown(context.Background(), id, ns.Path()) })
-	var ips []string
-	for _, ip := range res.IPs {
-		ips = append(ips, ip.String())
-	}
-	return ips, ns.Path(), nil
-}
-
-func sandboxLabels(cfg *runtimeapi.PodSandboxConfig) []string {
-	md := cfg.GetMetadata()
-	return []string{"io.kubernetes.cri.kind=sandbox", "io.kubernetes.pod.name=" + md.GetName(), "io.kubernetes.pod.namespace=" + md.GetNamespace()}
-}
-
-func initPid(info supervisor.ContainerInfo) int {
-	for _, p := range info.Processes {
-		if p.ID == "init" {
-			return p.SystemPid
-		}
-	}
-	return 0
-}
-
-// mountShm mounts a pod's /dev/shm: a tmpfs on the host that the sandbox and
-// its containers bind.
-func mountShm(dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	if err := unix.Mount("shm", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, fmt.Sprintf("mode=1777,size=%d", podShmSize)); err != nil {
-		os.Remove(dir)
-		return "", fmt.Errorf("mount the pod's /dev/shm at %s: %w", dir, err)
-	}
-	return dir, nil
-}
-
-func unmountShm(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("unmount %s: %w", dir, err)
-	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
+	}
+	s.recs.addSandbox(p.sb)
+	undo.add("forget the record", func(context.Context) error { s.recs.remove(id); return nil })
+	if _, err := s.sup.CommitObject(ctx, id); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	// Visible from here on: the undo is the pod's removal.
+	*undo = undoList{}
+	undo.add("remove the pod", func(ctx context.Context) error { return s.removeSandbox(ctx, p.sb) })
+	if _, err := s.sup.StartObject(ctx, supervisor.CreateRequest{ID: id, Bundle: p.bundle, Labels: sandboxLabels(cfg)}); err != nil {
+		return fmt.Errorf("sandbox %s: start the pause process: %w", id, err)
+	}
+	if p.lateNetwork {
+		return s.joinLateNetwork(ctx, p, undo)
 	}
 	return nil
 }
 
-type podFiles struct{ hostname, resolvConf, hosts string }
-
-// writePodFiles writes the pod's /etc/hostname, /etc/resolv.conf (from the
-// config's DNS settings, else the host's) and /etc/hosts.
-func writePodFiles(dir string, cfg *runtimeapi.PodSandboxConfig, ips []string) (podFiles, error) {
-	f := podFiles{hostname: filepath.Join(dir, "hostname"), resolvConf: filepath.Join(dir, "resolv.conf"), hosts: filepath.Join(dir, "hosts")}
-	hostname := cfg.GetHostname()
-	if hostname == "" {
-		hostname, _ = os.Hostname()
-	}
-	hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-	if len(ips) > 0 {
-		hosts += ips[0] + "\t" + hostname + "\n"
-	}
-	resolv, err := resolvConf(cfg.GetDnsConfig())
+// joinLateNetwork plugs a user-namespaced pod into the network once its
+// pause process made the namespace.
+func (s *Server) joinLateNetwork(ctx context.Context, p *sandboxPlan, undo *undoList) error {
+	id := p.sb.rec.ID
+	o, err := s.objectOf(ctx, id)
 	if err != nil {
-		return f, err
+		return fmt.Errorf("sandbox %s: %w", id, err)
 	}
-	for _, w := range []struct{ path, data string }{{f.hostname, hostname + "\n"}, {f.resolvConf, resolv}, {f.hosts, hosts}} {
-		if err := os.WriteFile(w.path, []byte(w.data), 0o644); err != nil {
-			return f, err
-		}
+	if o.State != objects.Running || o.Pid <= 0 {
+		return fmt.Errorf("sandbox %s: the pause process is not running: %w", id, errdefs.ErrFailedPrecondition)
 	}
-	return f, nil
-}
-
-func resolvConf(dns *runtimeapi.DNSConfig) (string, error) {
-	if dns == nil || (len(dns.GetServers()) == 0 && len(dns.GetSearches()) == 0 && len(dns.GetOptions()) == 0) {
-		data, err := os.ReadFile("/etc/resolv.conf")
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", nil
-		}
-		return string(data), err
-	}
-	var b strings.Builder
-	for _, s := range dns.GetServers() {
-		b.WriteString("nameserver " + s + "\n")
-	}
-	if len(dns.GetSearches()) > 0 {
-		b.WriteString("search " + strings.Join(dns.GetSearches(), " ") + "\n")
-	}
-	if len(dns.GetOptions()) > 0 {
-		b.WriteString("options " + strings.Join(dns.GetOptions(), " ") + "\n")
-	}
-	return b.String(), nil
-}
-
-func writeBundle(dir string, spec *specs.Spec) error {
-	data, err := json.Marshal(spec)
+	ips, err := s.setupNetwork(ctx, id, p.sb.cfg, o.Pid, undo)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "config.json"), data, 0o600)
+	// The record says where the netns is; the IPs are the pod's status:
+	// rewritten in place (the pause has /etc/hosts bound already) and in
+	// the record, which readers take from the cache.
+	p.sb.rec.IPs = ips
+	if _, err := writePodFiles(p.dir, p.sb.cfg, ips); err != nil {
+		return err
+	}
+	if err := writeRecord(p.dir, "sandbox.json", &p.sb.rec); err != nil {
+		return err
+	}
+	s.recs.addSandbox(&sandbox{rec: p.sb.rec, cfg: p.sb.cfg})
+	return nil
 }
 
 // StopPodSandbox stops the pod's containers and its pause process and tears
-// its network down. Stopping a stopped pod is not an error.
+// its network down. Stopping a stopped or unknown pod is not an error.
 func (s *Server) StopPodSandbox(ctx context.Context, r *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
-	id := r.GetPodSandboxId()
-	sb, err := s.getSandbox(id)
+	sb, err := s.recs.sandbox(r.GetPodSandboxId())
 	if errdefs.IsNotFound(err) {
 		return &runtimeapi.StopPodSandboxResponse{}, nil // CRI: nothing left to stop is success
 	}
 	if err != nil {
 		return nil, toStatus(err)
-	}
-	id = sb.rec.ID // the request may name a unique prefix
-	for _, c := range s.containersOf(id) {
-		if err := s.stopContainer(ctx, c, 0); err != nil {
-			return nil, toStatus(err)
-		}
 	}
 	if err := s.stopSandbox(ctx, sb); err != nil {
 		return nil, toStatus(err)
@@ -374,73 +123,42 @@ func (s *Server) StopPodSandbox(ctx context.Context, r *runtimeapi.StopPodSandbo
 	return &runtimeapi.StopPodSandboxResponse{}, nil
 }
 
-// killPause kills a pause process that RunPodSandbox started but could
-// not finish setting up, and waits for its exit.
-func (s *Server) killPause(id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), stopWait)
-	defer cancel()
-	s.mu.Lock()
-	w := s.waitLocked(id, "init")
-	s.mu.Unlock()
-	if err := s.sup.Signal(ctx, id, "init", syscall.SIGKILL); err != nil {
-		s.unwait(id, "init", w)
-		s.log.WithError(err).WithField("sandbox", id).Warn("kill the pause process of a pod that failed to start")
-		return
-	}
-	if _, err := awaitExit(ctx, w, stopWait); err != nil {
-		s.unwait(id, "init", w)
-		s.log.WithError(err).WithField("sandbox", id).Warn("the pause process of a pod that failed to start did not exit")
-	}
-}
-
 func (s *Server) stopSandbox(ctx context.Context, sb *sandbox) error {
-	s.mu.Lock()
-	id, ready := sb.rec.ID, sb.rec.State == sandboxReady
-	s.mu.Unlock()
-	// A pod whose daemon died inside RunPodSandbox may have a pause
-	// process running under a record that still says not ready.
-	ready = ready || s.running(ctx, id)
-	s.mu.Lock()
-	var w chan exitInfo
-	if ready {
-		w = s.waitLocked(id, "init")
-	}
-	s.mu.Unlock()
-	if ready {
-		if err := s.sup.Signal(ctx, id, "init", syscall.SIGKILL); err != nil && !errdefs.IsNotFound(err) && !errors.Is(err, syscall.ESRCH) {
-			s.unwait(id, "init", w)
-			return fmt.Errorf("sandbox %s: kill the pause process: %w", id, err)
-		}
-		if _, err := awaitExit(ctx, w, stopWait); err != nil {
-			s.unwait(id, "init", w)
-			return fmt.Errorf("sandbox %s: %w", id, err)
+	id := sb.rec.ID
+	for _, c := range s.recs.containersOf(id) {
+		if err := s.stopContainer(ctx, c, 0); err != nil {
+			return err
 		}
 	}
-	if s.running(ctx, id) {
-		return fmt.Errorf("sandbox %s: the pause process still runs: %w", id, errdefs.ErrFailedPrecondition)
-	}
-	s.mu.Lock()
-	rec := sb.rec
-	s.mu.Unlock()
-	if rec.NetNS != "" && !rec.NetworkDown {
-		if s.cfg.Network != nil {
-			if err := s.cfg.Network.Teardown(ctx, id, rec.NetNS); err != nil {
-				return fmt.Errorf("sandbox %s: tear the network down: %w", id, err)
-			}
-		}
-		if err := podnet.RemoveNetNS(rec.NetNS); err != nil {
-			return fmt.Errorf("sandbox %s: %w", id, err)
-		}
-		rec.NetworkDown = true
-	}
-	rec.State, rec.Pid = sandboxNotReady, 0
-	s.mu.Lock()
-	sb.rec = rec
-	s.mu.Unlock()
-	if err := writeRecord(s.sandboxDir(id), "sandbox.json", &rec); err != nil {
+	if err := s.stopPause(ctx, id); err != nil {
 		return err
 	}
-	s.broadcastSandbox(sb, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+	if err := s.teardownNetwork(ctx, id, sb.rec.NetNS); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// stopPause kills the pod's pause process if it runs, and waits for its
+// exit. What the loop says is what is done: the objects are restored with
+// the processes.
+func (s *Server) stopPause(ctx context.Context, id string) error {
+	o, err := s.objectOf(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	if o.Starting {
+		return fmt.Errorf("sandbox %s is being started: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	if o.State != objects.Running {
+		return nil
+	}
+	if err := s.killAndWait(ctx, id, "init"); err != nil {
+		return fmt.Errorf("sandbox %s: stop the pause process: %w", id, err)
+	}
 	return nil
 }
 
@@ -453,169 +171,201 @@ func (s *Server) running(ctx context.Context, id string) bool {
 // RemovePodSandbox stops the pod if needed, removes its containers and all
 // it made. Removing an unknown pod is not an error (CRI: idempotent).
 func (s *Server) RemovePodSandbox(ctx context.Context, r *runtimeapi.RemovePodSandboxRequest) (*runtimeapi.RemovePodSandboxResponse, error) {
-	id := r.GetPodSandboxId()
-	sb, err := s.getSandbox(id)
+	sb, err := s.recs.sandbox(r.GetPodSandboxId())
 	if errdefs.IsNotFound(err) {
 		return &runtimeapi.RemovePodSandboxResponse{}, nil
 	}
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	id = sb.rec.ID // the request may name a unique prefix
-	for _, c := range s.containersOf(id) {
+	for _, c := range s.recs.containersOf(sb.rec.ID) {
 		if err := s.removeContainer(ctx, c); err != nil {
 			return nil, toStatus(err)
 		}
 	}
-	if err := s.stopSandbox(ctx, sb); err != nil {
+	if err := s.removeSandbox(ctx, sb); err != nil {
 		return nil, toStatus(err)
 	}
-	if err := s.sup.Note(ctx, journal.TypeCRIDeleted, id); err != nil {
-		return nil, toStatus(fmt.Errorf("sandbox %s: %w", id, err))
+	return &runtimeapi.RemovePodSandboxResponse{}, nil
+}
+
+// removeSandbox stops a pod whose containers are gone and removes it: its
+// files and mounts, then its record, then the object. A removal that fails
+// leaves the pod visible, NOTREADY, with why, for the caller's retry.
+func (s *Server) removeSandbox(ctx context.Context, sb *sandbox) error {
+	id := sb.rec.ID
+	if err := s.stopSandbox(ctx, sb); err != nil {
+		return err
 	}
-	if err := unmountShm(sb.rec.Shm); err != nil {
-		return nil, toStatus(fmt.Errorf("sandbox %s: %w", id, err))
+	if _, err := s.sup.BeginRemoveObject(ctx, id); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	if err := s.removeSandboxFiles(id, sb.rec.Shm); err != nil {
+		s.sup.AbortRemoveObject(context.WithoutCancel(ctx), id, err.Error())
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	s.recs.remove(id)
+	return s.sup.RemoveObject(ctx, id)
+}
+
+func (s *Server) removeSandboxFiles(id, shm string) error {
+	if err := unmountShm(shm); err != nil {
+		return err
 	}
 	// The rootfs of a sandbox run from --sandbox-image (none otherwise:
 	// removing an unknown rootfs is a no-op, whatever the flag is today).
 	if err := s.cfg.Images.RemoveRootfs(id); err != nil {
-		return nil, toStatus(fmt.Errorf("sandbox %s: %w", id, err))
+		return err
 	}
-	if err := os.RemoveAll(s.sandboxDir(id)); err != nil {
-		return nil, toStatus(fmt.Errorf("sandbox %s: %w", id, err))
-	}
-	s.mu.Lock()
-	delete(s.sandboxes, id)
-	s.mu.Unlock()
-	s.broadcastSandbox(sb, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
-	return &runtimeapi.RemovePodSandboxResponse{}, nil
+	return os.RemoveAll(s.sandboxDir(id))
 }
 
-func (s *Server) getSandbox(id string) (*sandbox, error) {
-	if id == "" {
-		return nil, fmt.Errorf("pod sandbox id is empty: %w", errdefs.ErrInvalidArgument)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sb, ok := s.sandboxes[id]; ok {
-		return sb, nil
-	}
-	for full, sb := range s.sandboxes { // a unique prefix, as crictl allows
-		if strings.HasPrefix(full, id) && len(id) >= 8 {
-			return sb, nil
-		}
-	}
-	return nil, fmt.Errorf("pod sandbox %q: %w", id, errdefs.ErrNotFound)
+// sandboxPlan is a pod being made.
+type sandboxPlan struct {
+	sb     *sandbox
+	dir    string
+	bundle string
+	rootfs string
+	// pauseArgs is the pause process's argv.
+	pauseArgs []string
+	userNS    *ocispec.UserNS
+	// lateNetwork: the pod's network namespace is made by its pause
+	// process (inside its user namespace) and plugged in once it runs.
+	lateNetwork bool
+	files       podFiles
 }
 
-func (s *Server) PodSandboxStatus(ctx context.Context, r *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
-	sb, err := s.getSandbox(r.GetPodSandboxId())
+// prepareSandbox makes everything of a pod but its process: the record is
+// written first, naming every place the setup may make something, so that
+// a crash at any later step is undone at the next start (reconcile.go).
+func (s *Server) prepareSandbox(ctx context.Context, id string, cfg *runtimeapi.PodSandboxConfig, undo *undoList) (*sandboxPlan, error) {
+	p, err := s.planSandbox(id, cfg)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
-	s.mu.Lock()
-	st := sandboxStatus(sb)
-	var cs []*runtimeapi.ContainerStatus
-	for _, c := range s.containers {
-		if c.rec.SandboxID == sb.rec.ID {
-			cs = append(cs, containerStatus(c))
-		}
+	undo.add("remove the pod's dir", func(context.Context) error { return os.RemoveAll(p.dir) })
+	if err := writeRecord(p.dir, "sandbox.json", &p.sb.rec); err != nil {
+		return nil, err
 	}
-	s.mu.Unlock()
-	// Newest first: kubelet with EventedPLEG takes this list as the pod's
-	// container statuses without sorting it, and its first status of a
-	// name is what it takes for that container's latest attempt. In map
-	// order an older, exited attempt could come first: kubelet then asked
-	// to create an attempt that existed (AlreadyExists) and did not restart
-	// the container (kubelet-e2e with KUBELET_FEATURE_GATES=EventedPLEG=true).
-	slices.SortStableFunc(cs, func(a, b *runtimeapi.ContainerStatus) int { return cmp.Compare(b.CreatedAt, a.CreatedAt) })
-	return &runtimeapi.PodSandboxStatusResponse{Status: st, ContainersStatuses: cs, Timestamp: time.Now().UnixNano()}, nil
+	if err := os.MkdirAll(p.rootfs, 0o755); err != nil {
+		return nil, err
+	}
+	if err := s.sandboxRootfs(ctx, p, undo); err != nil {
+		return nil, err
+	}
+	if err := s.sandboxNamespaces(ctx, p, undo); err != nil {
+		return nil, err
+	}
+	if err := s.sandboxBundle(p); err != nil {
+		return nil, err
+	}
+	if err := writeRecord(p.dir, "sandbox.json", &p.sb.rec); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
-// sandboxStatus builds the CRI status. Call with s.mu held.
-func sandboxStatus(sb *sandbox) *runtimeapi.PodSandboxStatus {
-	st := &runtimeapi.PodSandboxStatus{
-		Id: sb.rec.ID, Metadata: sb.cfg.GetMetadata(), State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
-		CreatedAt: sb.rec.CreatedAt, Labels: sb.cfg.GetLabels(), Annotations: sb.cfg.GetAnnotations(),
-		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: sb.cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()}},
-	}
-	if sb.rec.State == sandboxReady {
-		st.State = runtimeapi.PodSandboxState_SANDBOX_READY
-	}
-	if len(sb.rec.IPs) > 0 {
-		st.Network = &runtimeapi.PodSandboxNetworkStatus{Ip: sb.rec.IPs[0]}
-		for _, ip := range sb.rec.IPs[1:] {
-			st.Network.AdditionalIps = append(st.Network.AdditionalIps, &runtimeapi.PodIP{Ip: ip})
-		}
-	}
-	return st
-}
-
-func (s *Server) ListPodSandbox(ctx context.Context, r *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
-	f := r.GetFilter()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*runtimeapi.PodSandbox
-	for _, sb := range s.sandboxes {
-		st := sandboxStatus(sb)
-		if !sb.matches(f.GetId(), f.GetLabelSelector()) || f.GetState() != nil && f.GetState().GetState() != st.State {
-			continue
-		}
-		out = append(out, &runtimeapi.PodSandbox{Id: st.Id, Metadata: st.Metadata, State: st.State, CreatedAt: st.CreatedAt,
-			Labels: st.Labels, Annotations: st.Annotations})
-	}
-	slices.SortFunc(out, func(a, b *runtimeapi.PodSandbox) int { return cmp.Compare(a.CreatedAt, b.CreatedAt) })
-	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
-}
-
-// matches says whether the pod passes a filter's id prefix and label
-// selector (what ListPodSandbox and ListPodSandboxStats filter on alike).
-func (sb *sandbox) matches(id string, selector map[string]string) bool {
-	return strings.HasPrefix(sb.rec.ID, id) && labelsMatch(sb.cfg.GetLabels(), selector)
-}
-
-// matches says whether the container passes a filter's id and pod id
-// prefixes and label selector (ListContainers, ListContainerStats).
-func (c *container) matches(id, sandboxID string, selector map[string]string) bool {
-	return strings.HasPrefix(c.rec.ID, id) && strings.HasPrefix(c.rec.SandboxID, sandboxID) && labelsMatch(c.cfg.GetLabels(), selector)
-}
-
-func labelsMatch(labels, selector map[string]string) bool {
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// sandboxImageRootfs prepares the sandbox's rootfs from --sandbox-image,
-// pulling the image the first time (through the configured mirrors), and
-// returns it with the process's argv (the image's entrypoint and cmd).
-// With a user namespace the rootfs's upper dir belongs to the pod's root,
-// so that runc can make the mountpoints the image lacks from inside; the
-// image's own files are not id-mapped (the namespace does not exist yet).
-func (s *Server) sandboxImageRootfs(ctx context.Context, id string, userNS *ocispec.UserNS) (string, []string, error) {
-	ref := s.cfg.SandboxImage
-	img, err := s.cfg.Images.Get(ref)
-	if errdefs.IsNotFound(err) {
-		s.log.WithField("image", ref).Info("cri: pulling the sandbox image")
-		img, err = s.cfg.Images.Pull(ctx, ref, nil)
-	}
+// planSandbox checks the request and decides the pod's paths and record.
+func (s *Server) planSandbox(id string, cfg *runtimeapi.PodSandboxConfig) (*sandboxPlan, error) {
+	raw, err := marshalProto(cfg)
 	if err != nil {
-		return "", nil, fmt.Errorf("sandbox image %s (--sandbox-image): %w", ref, err)
+		return nil, fmt.Errorf("sandbox config: %w", err)
 	}
-	args := append(slices.Clone(img.Config.Entrypoint), img.Config.Cmd...)
-	if len(args) == 0 {
-		return "", nil, fmt.Errorf("sandbox image %s (--sandbox-image) has neither entrypoint nor cmd: %w", ref, errdefs.ErrFailedPrecondition)
+	if fi, err := os.Stat(s.cfg.Pause); s.cfg.SandboxImage == "" && (err != nil || !fi.Mode().IsRegular()) {
+		return nil, fmt.Errorf("the sandboxes' pause binary %s is missing (--sandbox-pause): %w", s.cfg.Pause, errdefs.ErrFailedPrecondition)
 	}
-	var owner []image.IDMap
-	if userNS != nil {
-		owner = append(owner, image.IDMap{RootUID: userNS.HostRootUID(), RootGID: userNS.HostRootGID()})
-	}
-	rootfs, err := s.cfg.Images.PrepareRootfs(id, img.ID, owner...)
+	userNS, err := ocispec.PodUserNS(cfg)
 	if err != nil {
-		return "", nil, fmt.Errorf("sandbox image %s: rootfs: %w", ref, err)
+		return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
 	}
-	return rootfs, args, nil
+	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	podNet := nsOpts.GetNetwork() != runtimeapi.NamespaceMode_NODE
+	if podNet && s.cfg.Network == nil {
+		return nil, errNoNetwork
+	}
+	dir := s.sandboxDir(id)
+	p := &sandboxPlan{dir: dir, bundle: filepath.Join(dir, "bundle"), rootfs: filepath.Join(dir, "bundle", "rootfs"),
+		pauseArgs: []string{pauseInRootfs}, userNS: userNS, lateNetwork: podNet && userNS != nil,
+		sb: &sandbox{cfg: cfg, rec: sandboxRecord{ID: id, Config: raw, CreatedAt: time.Now().UnixNano()}}}
+	if podNet {
+		p.sb.rec.NetNS = s.netnsPath(id)
+	}
+	if nsOpts.GetIpc() != runtimeapi.NamespaceMode_NODE {
+		p.sb.rec.Shm = s.shmPath(id)
+	}
+	return p, nil
+}
+
+// sandboxRootfs prepares the rootfs of a --sandbox-image pod, and with a
+// user namespace makes it usable from inside.
+func (s *Server) sandboxRootfs(ctx context.Context, p *sandboxPlan, undo *undoList) error {
+	id := p.sb.rec.ID
+	if s.cfg.SandboxImage != "" {
+		undo.add("remove the sandbox image's rootfs", func(context.Context) error { return s.cfg.Images.RemoveRootfs(id) })
+		var err error
+		if p.rootfs, p.pauseArgs, err = s.sandboxImageRootfs(ctx, id, p.userNS); err != nil {
+			return err
+		}
+	}
+	if p.userNS == nil {
+		return nil
+	}
+	if err := searchableFromUserNS(s.dataRoot(), p.rootfs); err != nil {
+		return err
+	}
+	// runc makes the mountpoints (/proc, /dev, /pause...) in the empty
+	// rootfs from inside the namespace: its root must own it (an image's
+	// rootfs has its upper dir given to that root instead).
+	if s.cfg.SandboxImage == "" {
+		return os.Chown(p.rootfs, int(p.userNS.HostRootUID()), int(p.userNS.HostRootGID()))
+	}
+	return nil
+}
+
+// sandboxNamespaces makes the pod's network (unless its pause makes it)
+// and its /dev/shm.
+func (s *Server) sandboxNamespaces(ctx context.Context, p *sandboxPlan, undo *undoList) error {
+	id := p.sb.rec.ID
+	if p.sb.rec.NetNS != "" && !p.lateNetwork {
+		ips, err := s.setupNetwork(ctx, id, p.sb.cfg, 0, undo)
+		if err != nil {
+			return err
+		}
+		p.sb.rec.IPs = ips
+	}
+	if p.sb.rec.Shm != "" {
+		undo.add("unmount the pod's /dev/shm", func(context.Context) error { return unmountShm(p.sb.rec.Shm) })
+		if _, err := mountShm(p.sb.rec.Shm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sandboxBundle writes the pod's files and the pause process's bundle.
+func (s *Server) sandboxBundle(p *sandboxPlan) error {
+	files, err := writePodFiles(p.dir, p.sb.cfg, p.sb.rec.IPs)
+	if err != nil {
+		return err
+	}
+	p.files = files
+	specNetNS := p.sb.rec.NetNS
+	if p.lateNetwork {
+		specNetNS = ""
+	}
+	spec, err := ocispec.Sandbox(p.sb.cfg, ocispec.SandboxParams{
+		ID: p.sb.rec.ID, PauseArgs: p.pauseArgs, RootfsPath: p.rootfs, NetNSPath: specNetNS,
+		ResolvConfPath: files.resolvConf, HostnamePath: files.hostname, HostsPath: files.hosts, ShmPath: p.sb.rec.Shm,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument) // ocispec names the field
+	}
+	if s.cfg.SandboxImage == "" {
+		spec.Mounts = append(spec.Mounts, pauseMount(s.cfg.Pause))
+	} else if p.userNS != nil {
+		if err := makeMountpoints(p.rootfs, spec); err != nil {
+			return err
+		}
+	}
+	return writeBundle(p.bundle, spec)
 }

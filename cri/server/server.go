@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/evjournal/containerd/api"
 	"github.com/evjournal/containerd/cri/streaming"
@@ -60,30 +59,16 @@ type Config struct {
 type Server struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 
-	cfg Config
-	sup *supervisor.Supervisor
-	log *logrus.Entry
-
-	mu         sync.Mutex
-	sandboxes  map[string]*sandbox
-	containers map[string]*container
-	// waiters are told the exit status of a process ("<id>/<pid>").
-	waiters map[string][]chan exitInfo
-	// feeds are the GetContainerEvents streams.
-	feeds map[chan *runtimeapi.ContainerEventResponse]struct{}
-	// backlog holds the events made while no stream was open (at start:
-	// the exits that happened while the daemon was down), the newest
-	// feedBuffer of them, for the next stream.
-	backlog []*runtimeapi.ContainerEventResponse
+	cfg  Config
+	sup  *supervisor.Supervisor
+	log  *logrus.Entry
+	recs *records
 
 	stream *streaming.Server
-
-	stop context.CancelFunc
-	done chan struct{}
 }
 
-// New prepares the service; Start loads the records and follows the
-// supervisor's events.
+// New prepares the service; Start loads the records and reconciles them
+// with the loop's objects.
 func New(cfg Config, sup *supervisor.Supervisor) (*Server, error) {
 	if cfg.Root == "" || cfg.StateDir == "" || cfg.Images == nil || sup == nil {
 		return nil, fmt.Errorf("cri: Root, StateDir, Images and the supervisor are required")
@@ -96,12 +81,7 @@ func New(cfg Config, sup *supervisor.Supervisor) (*Server, error) {
 			return nil, fmt.Errorf("cri: %w", err)
 		}
 	}
-	s := &Server{
-		cfg: cfg, sup: sup, log: cfg.Logger,
-		sandboxes: map[string]*sandbox{}, containers: map[string]*container{},
-		waiters: map[string][]chan exitInfo{}, feeds: map[chan *runtimeapi.ContainerEventResponse]struct{}{},
-		done: make(chan struct{}),
-	}
+	s := &Server{cfg: cfg, sup: sup, log: cfg.Logger, recs: newRecords()}
 	st, err := streaming.New(streaming.Config{Addr: cfg.StreamAddr, Logger: cfg.Logger}, streamRuntime{s})
 	if err != nil {
 		return nil, fmt.Errorf("cri: streaming server: %w", err)
@@ -113,30 +93,18 @@ func New(cfg Config, sup *supervisor.Supervisor) (*Server, error) {
 // Register adds the RuntimeService to g.
 func (s *Server) Register(g *grpc.Server) { runtimeapi.RegisterRuntimeServiceServer(g, s) }
 
-// Start loads the records, then follows the supervisor's events from where
-// the service left off, so that exits that happened while the daemon was
-// down are applied once. Call after the supervisor's restore.
+// Start loads the records and reconciles them with the loop's objects (see
+// reconcile.go). Call after the supervisor's restore: the exits that
+// happened while the daemon was down are in the objects already.
 func (s *Server) Start(ctx context.Context) error {
-	if err := s.load(); err != nil {
+	if err := s.load(ctx); err != nil {
 		return err
 	}
-	sub, err := s.subscribe(ctx)
-	if err != nil {
-		return err
-	}
-	ctx, s.stop = context.WithCancel(context.Background())
-	go s.follow(ctx, sub)
 	return s.stream.Start()
 }
 
-// Close stops the streams and following events.
-func (s *Server) Close() {
-	s.stream.Stop()
-	if s.stop != nil {
-		s.stop()
-		<-s.done
-	}
-}
+// Close stops the streaming server.
+func (s *Server) Close() { s.stream.Stop() }
 
 func (s *Server) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
 	return &runtimeapi.VersionResponse{

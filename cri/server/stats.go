@@ -7,6 +7,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor"
+	"github.com/evjournal/containerd/supervisor/objects"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -15,7 +16,7 @@ import (
 // supervisor (`runc events --stats`); a container that does not run has
 // its attributes only.
 func (s *Server) ContainerStats(ctx context.Context, r *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
-	c, err := s.getContainer(r.GetContainerId())
+	c, err := s.recs.container(r.GetContainerId())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -27,12 +28,10 @@ func (s *Server) ContainerStats(ctx context.Context, r *runtimeapi.ContainerStat
 }
 
 func (s *Server) containerStats(ctx context.Context, c *container) (*runtimeapi.ContainerStats, error) {
-	s.mu.Lock()
-	id, state := c.rec.ID, c.rec.State
+	id := c.rec.ID
 	out := &runtimeapi.ContainerStats{Attributes: &runtimeapi.ContainerAttributes{
 		Id: id, Metadata: c.cfg.GetMetadata(), Labels: c.cfg.GetLabels(), Annotations: c.cfg.GetAnnotations()}}
-	s.mu.Unlock()
-	if state != stateRunning {
+	if o, err := s.objectOf(ctx, id); err != nil || o.State != objects.Running {
 		return out, nil
 	}
 	st, err := s.sup.Stats(ctx, id)
@@ -76,14 +75,12 @@ func memoryStats(st *runtime.Stats) *runtimeapi.MemoryUsage {
 
 func (s *Server) ListContainerStats(ctx context.Context, r *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
 	f := r.GetFilter()
-	s.mu.Lock()
 	var cs []*container
-	for _, c := range s.containers {
+	for _, c := range s.recs.allContainers() {
 		if c.matches(f.GetId(), f.GetPodSandboxId(), f.GetLabelSelector()) {
 			cs = append(cs, c)
 		}
 	}
-	s.mu.Unlock()
 	out := &runtimeapi.ListContainerStatsResponse{}
 	for _, c := range cs {
 		st, err := s.containerStats(ctx, c)
@@ -98,7 +95,7 @@ func (s *Server) ListContainerStats(ctx context.Context, r *runtimeapi.ListConta
 // PodSandboxStats sums the pod's running containers' CPU and memory, and
 // lists their stats.
 func (s *Server) PodSandboxStats(ctx context.Context, r *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error) {
-	sb, err := s.getSandbox(r.GetPodSandboxId())
+	sb, err := s.recs.sandbox(r.GetPodSandboxId())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -110,13 +107,11 @@ func (s *Server) PodSandboxStats(ctx context.Context, r *runtimeapi.PodSandboxSt
 }
 
 func (s *Server) podStats(ctx context.Context, sb *sandbox) (*runtimeapi.PodSandboxStats, error) {
-	s.mu.Lock()
 	attrs := &runtimeapi.PodSandboxAttributes{Id: sb.rec.ID, Metadata: sb.cfg.GetMetadata(), Labels: sb.cfg.GetLabels(), Annotations: sb.cfg.GetAnnotations()}
-	s.mu.Unlock()
 	linux := &runtimeapi.LinuxPodSandboxStats{}
 	var cpu, mem, ws uint64
 	var ts int64
-	for _, c := range s.containersOf(sb.rec.ID) {
+	for _, c := range s.recs.containersOf(sb.rec.ID) {
 		st, err := s.containerStats(ctx, c)
 		if err != nil {
 			return nil, err
@@ -140,14 +135,12 @@ func (s *Server) podStats(ctx context.Context, sb *sandbox) (*runtimeapi.PodSand
 
 func (s *Server) ListPodSandboxStats(ctx context.Context, r *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error) {
 	f := r.GetFilter()
-	s.mu.Lock()
 	var sbs []*sandbox
-	for _, sb := range s.sandboxes {
+	for _, sb := range s.recs.allSandboxes() {
 		if sb.matches(f.GetId(), f.GetLabelSelector()) {
 			sbs = append(sbs, sb)
 		}
 	}
-	s.mu.Unlock()
 	out := &runtimeapi.ListPodSandboxStatsResponse{}
 	for _, sb := range sbs {
 		st, err := s.podStats(ctx, sb)
@@ -162,19 +155,16 @@ func (s *Server) ListPodSandboxStats(ctx context.Context, r *runtimeapi.ListPodS
 // UpdateContainerResources changes a running container's cgroup limits
 // (`runc update` through the supervisor).
 func (s *Server) UpdateContainerResources(ctx context.Context, r *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
-	c, err := s.getContainer(r.GetContainerId())
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	s.mu.Lock()
-	id, state := c.rec.ID, c.rec.State
-	s.mu.Unlock()
 	lr := r.GetLinux()
 	if lr == nil {
+		if _, err := s.recs.container(r.GetContainerId()); err != nil {
+			return nil, toStatus(err)
+		}
 		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 	}
-	if state != stateRunning {
-		return nil, toStatus(fmt.Errorf("container %s is %s, not running: %w", id, state, errdefs.ErrFailedPrecondition))
+	id, err := s.runningContainer(ctx, r.GetContainerId())
+	if err != nil {
+		return nil, toStatus(err)
 	}
 	if err := s.sup.Update(ctx, supervisor.UpdateRequest{ID: id, Resources: linuxResources(lr)}); err != nil {
 		return nil, toStatus(fmt.Errorf("container %s: update resources: %w", id, err))
@@ -207,15 +197,9 @@ func linuxResources(lr *runtimeapi.LinuxContainerResources) *specs.LinuxResource
 // ReopenContainerLog makes the container's shim reopen its CRI log file
 // (kubelet renamed it to rotate it).
 func (s *Server) ReopenContainerLog(ctx context.Context, r *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
-	c, err := s.getContainer(r.GetContainerId())
+	id, err := s.runningContainer(ctx, r.GetContainerId())
 	if err != nil {
 		return nil, toStatus(err)
-	}
-	s.mu.Lock()
-	id, state := c.rec.ID, c.rec.State
-	s.mu.Unlock()
-	if state != stateRunning {
-		return nil, toStatus(fmt.Errorf("container %s is %s, not running: %w", id, state, errdefs.ErrFailedPrecondition))
 	}
 	if err := s.sup.ReopenLog(ctx, id, "init"); err != nil {
 		return nil, toStatus(fmt.Errorf("container %s: reopen log: %w", id, err))

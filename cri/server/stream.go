@@ -26,7 +26,7 @@ import (
 // handed out: once streaming, an error only travels inside the stream.
 
 func (s *Server) Exec(ctx context.Context, r *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
-	if err := s.checkRunning(r.GetContainerId()); err != nil {
+	if _, err := s.runningContainer(ctx, r.GetContainerId()); err != nil {
 		return nil, toStatus(err)
 	}
 	resp, err := s.stream.GetExec(r)
@@ -34,10 +34,10 @@ func (s *Server) Exec(ctx context.Context, r *runtimeapi.ExecRequest) (*runtimea
 }
 
 func (s *Server) Attach(ctx context.Context, r *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	if err := s.checkRunning(r.GetContainerId()); err != nil {
+	if _, err := s.runningContainer(ctx, r.GetContainerId()); err != nil {
 		return nil, toStatus(err)
 	}
-	c, err := s.getContainer(r.GetContainerId())
+	c, err := s.recs.container(r.GetContainerId())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -49,31 +49,15 @@ func (s *Server) Attach(ctx context.Context, r *runtimeapi.AttachRequest) (*runt
 }
 
 func (s *Server) PortForward(ctx context.Context, r *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
-	sb, err := s.getSandbox(r.GetPodSandboxId())
+	sb, err := s.recs.sandbox(r.GetPodSandboxId())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	s.mu.Lock()
-	ready := sb.rec.State == sandboxReady
-	s.mu.Unlock()
-	if !ready {
-		return nil, toStatus(fmt.Errorf("pod sandbox %s is not ready: %w", sb.rec.ID, errdefs.ErrFailedPrecondition))
+	if _, err := s.readyPod(ctx, sb); err != nil {
+		return nil, toStatus(err)
 	}
 	resp, err := s.stream.GetPortForward(r)
 	return resp, toStatus(err)
-}
-
-func (s *Server) checkRunning(id string) error {
-	c, err := s.getContainer(id)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c.rec.State != stateRunning {
-		return fmt.Errorf("container %s is %s, not running: %w", c.rec.ID, c.rec.State, errdefs.ErrFailedPrecondition)
-	}
-	return nil
 }
 
 // streamRuntime is what the streaming server calls.
@@ -87,7 +71,7 @@ var _ streaming.Runtime = streamRuntime{}
 func (rt streamRuntime) Exec(ctx context.Context, id string, cmd []string, stdin io.Reader, stdout, stderr io.WriteCloser,
 	tty bool, resize <-chan streaming.TermSize) (int, error) {
 	s := rt.s
-	c, err := s.getContainer(id)
+	c, err := s.recs.container(id)
 	if err != nil {
 		return 0, err
 	}
@@ -135,8 +119,11 @@ func (rt streamRuntime) Exec(ctx context.Context, id string, cmd []string, stdin
 		}
 		defer in.Close()
 	}
-	w := s.wait(id, pid)
-	defer s.unwait(id, pid, w)
+	w, stop, err := s.sup.WatchExit(ctx, id, pid)
+	if err != nil {
+		return 0, fmt.Errorf("container %s: exec: %w", id, err)
+	}
+	defer stop()
 	if _, err := s.sup.Exec(ctx, supervisor.ExecRequest{ID: id, Pid: pid, Spec: spec, Stdio: stdio}); err != nil {
 		return 0, fmt.Errorf("container %s: exec: %w", id, err)
 	}
@@ -164,7 +151,7 @@ func (rt streamRuntime) Exec(ctx context.Context, id string, cmd []string, stdin
 	for _, f := range outs {
 		f.collect()
 	}
-	return int(exit.status), nil
+	return int(exit.Status), nil
 }
 
 // Attach connects a client to a running container's init: what it writes
@@ -174,21 +161,19 @@ func (rt streamRuntime) Exec(ctx context.Context, id string, cmd []string, stdin
 // or the client goes.
 func (rt streamRuntime) Attach(ctx context.Context, id string, stdin io.Reader, stdout, stderr io.WriteCloser, tty bool, resize <-chan streaming.TermSize) error {
 	s := rt.s
-	c, err := s.getContainer(id)
+	c, err := s.recs.container(id)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	id, running := c.rec.ID, c.rec.State == stateRunning
-	var w chan exitInfo
-	if running {
-		w = s.waitLocked(id, "init")
+	id = c.rec.ID
+	if _, err := s.runningContainer(ctx, id); err != nil {
+		return err
 	}
-	s.mu.Unlock()
-	if !running {
-		return fmt.Errorf("container %s is not running: %w", id, errdefs.ErrFailedPrecondition)
+	w, stop, err := s.sup.WatchExit(ctx, id, "init")
+	if err != nil {
+		return fmt.Errorf("container %s: attach: %w", id, err)
 	}
-	defer s.unwait(id, "init", w)
+	defer stop()
 	log, err := os.Open(s.outputLog(c))
 	if err != nil {
 		return fmt.Errorf("container %s: attach: %w", id, err)
@@ -293,13 +278,11 @@ func (f *logFollower) emit(line []byte) error {
 // PortForward connects the stream to the port on the pod's loopback: in its
 // network namespace, or the host's for a host-network pod.
 func (rt streamRuntime) PortForward(ctx context.Context, podID string, port int32, stream io.ReadWriteCloser) error {
-	sb, err := rt.s.getSandbox(podID)
+	sb, err := rt.s.recs.sandbox(podID)
 	if err != nil {
 		return err
 	}
-	rt.s.mu.Lock()
 	netns := sb.rec.NetNS
-	rt.s.mu.Unlock()
 	if netns != "" {
 		return streaming.ForwardInNetNS(ctx, netns, port, stream)
 	}

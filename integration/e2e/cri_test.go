@@ -411,6 +411,7 @@ func TestCRIPod(t *testing.T) {
 	wantCRICode(t, "ContainerStatus of a removed container", err, codes.NotFound)
 
 	wantEvents := []runtimeapi.ContainerEventType{
+		runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, // the pod
 		runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, // the pod
 		runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT,
 		runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT,
@@ -426,7 +427,7 @@ func TestCRIPod(t *testing.T) {
 			t.Fatalf("event %d: %v", i, err)
 		}
 		wantID := cid
-		if i == 0 {
+		if i < 2 {
 			wantID = podID
 		}
 		if ev.ContainerEventType != want || ev.ContainerId != wantID {
@@ -450,7 +451,7 @@ func TestCRIPod(t *testing.T) {
 	for _, ev := range stored(t, e.d, &types.EventsRequest{Id: podID, StoredOnly: true, Timestamp: timestamppb.New(time.Unix(1, 0))}) {
 		podLife = append(podLife, strings.TrimSpace(ev.Type+" "+ev.Pid))
 	}
-	if got := strings.Join(podLife, ", "); got != "start-container, exit init, cri-deleted" {
+	if got := strings.Join(podLife, ", "); got != "cri-created, start-container, exit init, cri-deleted" {
 		t.Fatalf("journaled events of the pod %s: %s", podID, got)
 	}
 }
@@ -611,16 +612,35 @@ func TestCRIRestart(t *testing.T) {
 	if cs.ExitCode != 137 || cs.FinishedAt == 0 {
 		t.Fatalf("container killed while the daemon was down: exit %d finished %d, want 137", cs.ExitCode, cs.FinishedAt)
 	}
-	// The first event stream after the restart starts with that exit, once:
-	// the next event is the stop of the other container, a barrier.
+	// An event stream opened after the restart replays the last minutes
+	// from the journal: the container's CREATED, STARTED and its STOPPED
+	// (137), each once and in that order; the next STOPPED is the other
+	// container's, after its stop below (a barrier).
 	events, err := e.rt.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := events.Recv()
-	if err != nil || ev.ContainerId != dies || ev.ContainerEventType != runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT ||
-		len(ev.ContainersStatuses) != 1 || ev.ContainersStatuses[0].ExitCode != 137 {
-		t.Fatalf("first event after the restart: %v %v, want the STOPPED (137) of %s", ev, err, dies)
+	var seen []runtimeapi.ContainerEventType
+	for {
+		ev, err := events.Recv()
+		if err != nil {
+			t.Fatalf("events after the restart: %v (saw %v of %s)", err, seen, dies)
+		}
+		if ev.ContainerId != dies {
+			continue
+		}
+		seen = append(seen, ev.ContainerEventType)
+		if ev.ContainerEventType != runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT {
+			continue
+		}
+		if len(ev.ContainersStatuses) != 1 || ev.ContainersStatuses[0].ExitCode != 137 {
+			t.Fatalf("STOPPED of %s after the restart: %v, want exit 137", dies, ev)
+		}
+		break
+	}
+	if want := []runtimeapi.ContainerEventType{runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT,
+		runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT}; !slices.Equal(seen, want) {
+		t.Fatalf("replayed events of %s: %v, want %v", dies, seen, want)
 	}
 	wantState(t, e, lives, runtimeapi.ContainerState_CONTAINER_RUNNING)
 	ex, err := e.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: lives, Cmd: []string{"/testinit", "echo", "still here"}})
@@ -632,8 +652,17 @@ func TestCRIRestart(t *testing.T) {
 	if _, err := e.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: lives, Timeout: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if ev, err := events.Recv(); err != nil || ev.ContainerId != lives || ev.ContainerEventType != runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT {
-		t.Fatalf("event after the stop of %s: %v %v (the exit of %s must come once)", lives, ev, err, dies)
+	for {
+		ev, err := events.Recv()
+		if err != nil {
+			t.Fatalf("event after the stop of %s: %v", lives, err)
+		}
+		if ev.ContainerId == dies {
+			t.Fatalf("a second event of %s: %v (its exit must come once)", dies, ev)
+		}
+		if ev.ContainerId == lives && ev.ContainerEventType == runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT {
+			break
+		}
 	}
 
 	e.d.Stop()

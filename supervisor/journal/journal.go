@@ -20,6 +20,10 @@ type Options struct {
 	// Legacy is the path of a v0.2 events.log to import when the journal
 	// directory holds no journal yet. It is read, never changed.
 	Legacy string
+	// HoldRetention: retention removes nothing until HoldRetention names
+	// the seq that a checkpointing reader (the CRI objects' snapshot) needs
+	// every event after; that reader reads its checkpoint after Open.
+	HoldRetention bool
 
 	segmentRecords int        // default DefaultSegmentRecords; small in tests
 	fs             fileSystem // default osFS; tests inject faults
@@ -72,7 +76,7 @@ func Open(dir string, opts Options) (*Journal, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("open journal: %w", err)
 	}
-	j := &Journal{dir: dir, opts: opts, log: opts.Logger.WithField("journal", dir)}
+	j := &Journal{dir: dir, opts: opts, log: opts.Logger.WithField("journal", dir), holdRetention: opts.HoldRetention}
 	j.removeStaleTemps()
 	if err := j.load(); err != nil {
 		if j.active != nil {
