@@ -27,6 +27,7 @@ type testNet struct {
 	gateway      net.IP
 	dataDir      string // host-local's: one file per leased IP
 	nsDir        string
+	confDir      string
 }
 
 func newTestNet(t *testing.T, ipMasq bool) *testNet {
@@ -46,6 +47,7 @@ func newTestNet(t *testing.T, ipMasq bool) *testNet {
 		nsDir:   filepath.Join(dir, "netns"),
 	}
 	confDir := filepath.Join(dir, "net.d")
+	tn.confDir = confDir
 	if err := os.MkdirAll(confDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -317,6 +319,31 @@ func TestPodNetwork(t *testing.T) {
 	}
 	if _, err := dial(net.JoinHostPort(tn.gateway.String(), fmt.Sprint(hostPort))); err == nil {
 		t.Fatal("host port still forwarded after teardown")
+	}
+}
+
+// TestTeardownWithoutConfig: the network's config file removed after the
+// pod's setup (an operator changing the node's network): the pod's stop
+// must still free its IP and port mappings, from the config libcni cached
+// at the ADD; a second teardown, or one of a pod never set up, has nothing
+// to undo and succeeds (kubelet retries a stop until it does).
+func TestTeardownWithoutConfig(t *testing.T) {
+	tn := newTestNet(t, false)
+	p := tn.runPod(t, SetupOptions{Namespace: "default", Name: "noconf", PortMappings: []PortMapping{
+		{HostPort: int32(freePort(t)), ContainerPort: 80},
+	}})
+	chains := podChains(iptablesSave(t), p.id)
+	if err := os.Remove(filepath.Join(tn.confDir, "10-test.conflist")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.Teardown(context.Background(), p.id, p.ns.Path()); err != nil {
+		t.Fatalf("teardown without the config file: %v", err)
+	}
+	tn.checkReleased(t, p, chains)
+	for _, id := range []string{p.id, "pod-never"} {
+		if err := tn.Teardown(context.Background(), id, ""); err != nil {
+			t.Errorf("teardown of %s, with nothing cached and no config: %v", id, err)
+		}
 	}
 }
 

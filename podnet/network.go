@@ -149,12 +149,38 @@ func (n *Network) Teardown(ctx context.Context, podID, netnsPath string) error {
 	}
 	list, err := loadConfig(n.confDir)
 	if err != nil {
-		return fmt.Errorf("pod %s network teardown: %w", podID, err)
+		// The config was removed or broken since the pod's ADD: DEL needs
+		// only what libcni cached then. Nothing cached means no ADD to
+		// undo (never set up, or torn down already).
+		cached, cerr := n.cachedConfig(podID)
+		if cerr != nil {
+			return fmt.Errorf("pod %s network teardown: %w; its cached config: %w", podID, err, cerr)
+		}
+		if cached == nil {
+			return nil
+		}
+		list = cached
 	}
 	if err := n.teardown(ctx, list, podID, netnsPath); err != nil {
 		return fmt.Errorf("pod %s network teardown: %w", podID, err)
 	}
 	return nil
+}
+
+// cachedConfig is the network config libcni cached at the pod's ADD of its
+// pod interface; nil when there is none.
+func (n *Network) cachedConfig(podID string) (*libcni.NetworkConfigList, error) {
+	atts, err := n.cni.GetCachedAttachments(podID)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range atts {
+		if a.IfName != podInterface {
+			continue
+		}
+		return libcni.NetworkConfFromBytes(a.Config)
+	}
+	return nil, nil
 }
 
 func (n *Network) teardown(ctx context.Context, list *libcni.NetworkConfigList, podID, netnsPath string) error {
