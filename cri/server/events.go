@@ -35,7 +35,7 @@ const eventBacklogAge = 5 * time.Minute
 
 func (s *Server) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream runtimeapi.RuntimeService_GetContainerEventsServer) error {
 	ctx := stream.Context()
-	sub, err := s.sup.Subscribe(ctx, supervisor.SubscribeRequest{After: time.Now().Add(-eventBacklogAge)})
+	sub, err := s.events.Events(ctx, time.Now().Add(-eventBacklogAge))
 	if err != nil {
 		return toStatus(fmt.Errorf("events: %w", err))
 	}

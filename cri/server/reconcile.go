@@ -9,7 +9,6 @@ import (
 	"syscall"
 
 	"github.com/containerd/errdefs"
-	"github.com/evjournal/containerd/podnet"
 	"github.com/evjournal/containerd/supervisor/objects"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -173,7 +172,7 @@ func (s *Server) discardSandbox(ctx context.Context, id, netns, shm string) {
 		log.WithError(err).Error("cri: tear down the network of an unfinished pod; left for the next start")
 		return
 	}
-	if err := unmountShm(shm); err != nil {
+	if err := s.host.UnmountShm(shm); err != nil {
 		log.WithError(err).Error("cri: unmount the /dev/shm of an unfinished pod")
 		return
 	}
@@ -213,7 +212,7 @@ func (s *Server) teardownNetwork(ctx context.Context, id, netns string) error {
 			return fmt.Errorf("tear the network down: %w", err)
 		}
 	}
-	if err := podnet.RemoveNetNS(netns); err != nil {
+	if err := s.host.RemoveNetNS(netns); err != nil {
 		return err
 	}
 	return nil

@@ -209,7 +209,7 @@ func (s *Server) removeSandbox(ctx context.Context, sb *sandbox) error {
 }
 
 func (s *Server) removeSandboxFiles(id, shm string) error {
-	if err := unmountShm(shm); err != nil {
+	if err := s.host.UnmountShm(shm); err != nil {
 		return err
 	}
 	// The rootfs of a sandbox run from --sandbox-image (none otherwise:
@@ -334,8 +334,8 @@ func (s *Server) sandboxNamespaces(ctx context.Context, p *sandboxPlan, undo *un
 		p.sb.rec.IPs = ips
 	}
 	if p.sb.rec.Shm != "" {
-		undo.add("unmount the pod's /dev/shm", func(context.Context) error { return unmountShm(p.sb.rec.Shm) })
-		if _, err := mountShm(p.sb.rec.Shm); err != nil {
+		undo.add("unmount the pod's /dev/shm", func(context.Context) error { return s.host.UnmountShm(p.sb.rec.Shm) })
+		if err := s.host.MountShm(p.sb.rec.Shm); err != nil {
 			return err
 		}
 	}

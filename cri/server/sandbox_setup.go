@@ -37,9 +37,9 @@ func (s *Server) setupNetwork(ctx context.Context, id string, cfg *runtimeapi.Po
 	undo.add("tear the pod network down", func(ctx context.Context) error { return s.teardownNetwork(ctx, id, path) })
 	var err error
 	if pausePid > 0 {
-		_, err = podnet.PinNetNS(filepath.Dir(path), id, pausePid)
+		err = s.host.PinNetNS(filepath.Dir(path), id, pausePid)
 	} else {
-		_, err = podnet.NewNetNS(filepath.Dir(path), id)
+		err = s.host.NewNetNS(filepath.Dir(path), id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("pod network namespace: %w", err)

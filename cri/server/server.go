@@ -16,8 +16,6 @@ import (
 
 	"github.com/evjournal/containerd/api"
 	"github.com/evjournal/containerd/cri/streaming"
-	"github.com/evjournal/containerd/image"
-	"github.com/evjournal/containerd/podnet"
 	"github.com/evjournal/containerd/supervisor"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
@@ -45,9 +43,10 @@ type Config struct {
 	// image's entrypoint and cmd on a rootfs of their own (pulled at the
 	// first RunPodSandbox that needs it).
 	SandboxImage string
-	// Network is the CNI network pods join (nil: host network only).
-	Network *podnet.Network
-	Images  *image.Store
+	// Network is the CNI network pods join (nil: host network only; an
+	// unset field, not a nil *podnet.Network).
+	Network PodNetwork
+	Images  ImageStore
 	// StreamAddr is the streaming server's address (Exec, PortForward):
 	// loopback, a free port by default.
 	StreamAddr string
@@ -59,8 +58,13 @@ type Config struct {
 type Server struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 
-	cfg  Config
-	sup  *supervisor.Supervisor
+	cfg Config
+	// sup is the supervisor's loop: the objects' lifecycle and processes.
+	sup Loop
+	// events are the journal's, for GetContainerEvents.
+	events EventSource
+	// host makes and removes a pod's netns pin and /dev/shm.
+	host podMounts
 	log  *logrus.Entry
 	recs *records
 
@@ -70,8 +74,16 @@ type Server struct {
 // New prepares the service; Start loads the records and reconciles them
 // with the loop's objects.
 func New(cfg Config, sup *supervisor.Supervisor) (*Server, error) {
-	if cfg.Root == "" || cfg.StateDir == "" || cfg.Images == nil || sup == nil {
-		return nil, fmt.Errorf("cri: Root, StateDir, Images and the supervisor are required")
+	if sup == nil {
+		return nil, fmt.Errorf("cri: the supervisor is required")
+	}
+	return newServer(cfg, sup, journalEvents{sup}, hostMounts{})
+}
+
+// newServer is New with its seams given (the unit tests' fakes).
+func newServer(cfg Config, sup Loop, events EventSource, host podMounts) (*Server, error) {
+	if cfg.Root == "" || cfg.StateDir == "" || cfg.Images == nil {
+		return nil, fmt.Errorf("cri: Root, StateDir and Images are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = logrus.WithField("module", "cri")
@@ -81,7 +93,7 @@ func New(cfg Config, sup *supervisor.Supervisor) (*Server, error) {
 			return nil, fmt.Errorf("cri: %w", err)
 		}
 	}
-	s := &Server{cfg: cfg, sup: sup, log: cfg.Logger, recs: newRecords()}
+	s := &Server{cfg: cfg, sup: sup, events: events, host: host, log: cfg.Logger, recs: newRecords()}
 	st, err := streaming.New(streaming.Config{Addr: cfg.StreamAddr, Logger: cfg.Logger}, streamRuntime{s})
 	if err != nil {
 		return nil, fmt.Errorf("cri: streaming server: %w", err)
