@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/crashpoint"
 	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/monitor"
 	"github.com/evjournal/containerd/runtime"
@@ -120,6 +121,7 @@ func (s *Supervisor) createWork(ctx context.Context, r CreateRequest) (Container
 		return nil, nil, s.cleanupFailed(c, nil, err)
 	}
 	s.watchOOM(c)
+	crashpoint.At("loop-start:after-runc-start")
 	return c, p, nil
 }
 
@@ -215,7 +217,7 @@ func (s *Supervisor) finishCreate(e *entry, c Container, p Process, err error, d
 		s.log.WithError(err).WithField("container", e.id).Error("cannot monitor init; reconcile will find its exit")
 	}
 	info := e.info()
-	s.replyAfterCommit(func() { done(info, nil) }, func(err error) {
+	s.replyAfterCommit(func() { crashpoint.At("loop-start:after-journal"); done(info, nil) }, func(err error) {
 		// The client is told the create failed: make it so. The exit
 		// and the start-container are journaled once the journal can.
 		p.Signal(syscall.SIGKILL)

@@ -14,6 +14,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/cri/ocispec"
 	"github.com/evjournal/containerd/image"
+	"github.com/evjournal/containerd/internal/crashpoint"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor"
 	"github.com/evjournal/containerd/supervisor/objects"
@@ -46,6 +47,7 @@ func (s *Server) CreateContainer(ctx context.Context, r *runtimeapi.CreateContai
 	if err := s.sup.ReserveObject(ctx, spec); err != nil {
 		return nil, toStatus(fmt.Errorf("container %q (attempt %d) in pod %s: %w", cfg.GetMetadata().GetName(), cfg.GetMetadata().GetAttempt(), sb.rec.ID, err))
 	}
+	crashpoint.At("create:after-reserve")
 	if err := s.makeContainer(ctx, id, r, sb, pod); err != nil {
 		return nil, toStatus(err)
 	}
@@ -91,6 +93,7 @@ func (s *Server) makeContainer(ctx context.Context, id string, r *runtimeapi.Cre
 	if _, err := s.sup.CommitObject(ctx, id); err != nil {
 		return fmt.Errorf("container %s: %w", id, err)
 	}
+	crashpoint.At("create:after-commit")
 	return nil
 }
 
@@ -107,6 +110,7 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 	if err := os.MkdirAll(filepath.Join(dir, "bundle"), 0o700); err != nil {
 		return nil, err
 	}
+	crashpoint.At("create:after-dir")
 	var idmap []image.IDMap
 	if userNS, err := ocispec.PodUserNS(sbCfg); err != nil {
 		return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
@@ -124,6 +128,7 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 	if err != nil {
 		return nil, fmt.Errorf("container rootfs: %w", err)
 	}
+	crashpoint.At("create:after-rootfs")
 	if len(idmap) > 0 {
 		if err := searchableFromUserNS(s.dataRoot(), rootfs); err != nil {
 			return nil, err
@@ -141,6 +146,7 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 	if err := writeBundle(filepath.Join(dir, "bundle"), spec); err != nil {
 		return nil, err
 	}
+	crashpoint.At("create:after-bundle")
 	logPath := ""
 	if cfg.GetLogPath() != "" && sbCfg.GetLogDirectory() != "" {
 		logPath = filepath.Join(sbCfg.GetLogDirectory(), cfg.GetLogPath())
@@ -150,6 +156,7 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 	if err := writeRecord(dir, "container.json", &rec); err != nil {
 		return nil, err
 	}
+	crashpoint.At("create:after-record")
 	return &container{rec: rec, cfg: cfg}, nil
 }
 
@@ -166,12 +173,14 @@ func (s *Server) StartContainer(ctx context.Context, r *runtimeapi.StartContaine
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	crashpoint.At("start:after-stdio")
 	_, err = s.sup.StartObject(ctx, supervisor.CreateRequest{
 		ID: c.rec.ID, Bundle: filepath.Join(s.containerDir(c.rec.ID), "bundle"), Stdio: stdio, Labels: containerLabels(c),
 	})
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("container %s: start: %w", c.rec.ID, err))
 	}
+	crashpoint.At("start:after-start")
 	return &runtimeapi.StartContainerResponse{}, nil
 }
 
@@ -266,6 +275,7 @@ func (s *Server) stopContainer(ctx context.Context, c *container, grace time.Dur
 // (its exit event is on its way).
 func (s *Server) signal(ctx context.Context, id string, sig syscall.Signal) error {
 	err := s.sup.Signal(ctx, id, "init", sig)
+	crashpoint.At("stop:after-signal")
 	if err == nil || errors.Is(err, syscall.ESRCH) || errdefs.IsNotFound(err) {
 		return nil
 	}
@@ -302,14 +312,17 @@ func (s *Server) removeContainer(ctx context.Context, c *container) error {
 	if _, err := s.sup.BeginRemoveObject(ctx, id); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("container %s: %w", id, err)
 	}
+	crashpoint.At("remove:after-begin")
 	err := s.cfg.Images.RemoveRootfs(id)
 	if err == nil {
+		crashpoint.At("remove:after-rootfs")
 		err = os.RemoveAll(s.containerDir(id))
 	}
 	if err != nil {
 		s.sup.AbortRemoveObject(context.WithoutCancel(ctx), id, err.Error())
 		return fmt.Errorf("container %s: %w", id, err)
 	}
+	crashpoint.At("remove:after-dir")
 	s.recs.remove(id)
 	return s.sup.RemoveObject(ctx, id)
 }

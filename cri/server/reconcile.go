@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/internal/crashpoint"
 	"github.com/evjournal/containerd/supervisor/objects"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -211,6 +212,7 @@ func (s *Server) teardownNetwork(ctx context.Context, id, netns string) error {
 		if err := s.cfg.Network.Teardown(ctx, id, netns); err != nil {
 			return fmt.Errorf("tear the network down: %w", err)
 		}
+		crashpoint.At("network-down:after-cni-del")
 	}
 	if err := s.host.RemoveNetNS(netns); err != nil {
 		return err

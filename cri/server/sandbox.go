@@ -9,6 +9,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/cri/ocispec"
+	"github.com/evjournal/containerd/internal/crashpoint"
 	"github.com/evjournal/containerd/supervisor"
 	"github.com/evjournal/containerd/supervisor/objects"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -42,6 +43,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, r *runtimeapi.RunPodSandboxR
 	if err := s.sup.ReserveObject(ctx, supervisor.ObjectSpec{Kind: objects.Sandbox, ID: id, Name: name}); err != nil {
 		return nil, toStatus(fmt.Errorf("sandbox %s: %w", name, err))
 	}
+	crashpoint.At("run-pod:after-reserve")
 	if err := s.runSandbox(ctx, id, cfg); err != nil {
 		return nil, toStatus(err)
 	}
@@ -66,12 +68,14 @@ func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodS
 	if _, err := s.sup.CommitObject(ctx, id); err != nil {
 		return fmt.Errorf("sandbox %s: %w", id, err)
 	}
+	crashpoint.At("run-pod:after-commit")
 	// Visible from here on: the undo is the pod's removal.
 	*undo = undoList{}
 	undo.add("remove the pod", func(ctx context.Context) error { return s.removeSandbox(ctx, p.sb) })
 	if _, err := s.sup.StartObject(ctx, supervisor.CreateRequest{ID: id, Bundle: p.bundle, Labels: sandboxLabels(cfg)}); err != nil {
 		return fmt.Errorf("sandbox %s: start the pause process: %w", id, err)
 	}
+	crashpoint.At("run-pod:after-start")
 	if p.lateNetwork {
 		return s.joinLateNetwork(ctx, p, undo)
 	}
@@ -130,9 +134,11 @@ func (s *Server) stopSandbox(ctx context.Context, sb *sandbox) error {
 			return err
 		}
 	}
+	crashpoint.At("stop-pod:after-containers")
 	if err := s.stopPause(ctx, id); err != nil {
 		return err
 	}
+	crashpoint.At("stop-pod:after-pause")
 	if err := s.teardownNetwork(ctx, id, sb.rec.NetNS); err != nil {
 		return fmt.Errorf("sandbox %s: %w", id, err)
 	}
@@ -183,6 +189,7 @@ func (s *Server) RemovePodSandbox(ctx context.Context, r *runtimeapi.RemovePodSa
 			return nil, toStatus(err)
 		}
 	}
+	crashpoint.At("remove-pod:after-containers")
 	if err := s.removeSandbox(ctx, sb); err != nil {
 		return nil, toStatus(err)
 	}
@@ -197,6 +204,7 @@ func (s *Server) removeSandbox(ctx context.Context, sb *sandbox) error {
 	if err := s.stopSandbox(ctx, sb); err != nil {
 		return err
 	}
+	crashpoint.At("remove-pod:after-stop")
 	if _, err := s.sup.BeginRemoveObject(ctx, id); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("sandbox %s: %w", id, err)
 	}
@@ -204,6 +212,7 @@ func (s *Server) removeSandbox(ctx context.Context, sb *sandbox) error {
 		s.sup.AbortRemoveObject(context.WithoutCancel(ctx), id, err.Error())
 		return fmt.Errorf("sandbox %s: %w", id, err)
 	}
+	crashpoint.At("remove-pod:after-dir")
 	s.recs.remove(id)
 	return s.sup.RemoveObject(ctx, id)
 }
@@ -247,6 +256,7 @@ func (s *Server) prepareSandbox(ctx context.Context, id string, cfg *runtimeapi.
 	if err := writeRecord(p.dir, "sandbox.json", &p.sb.rec); err != nil {
 		return nil, err
 	}
+	crashpoint.At("run-pod:after-record")
 	if err := os.MkdirAll(p.rootfs, 0o755); err != nil {
 		return nil, err
 	}
@@ -256,12 +266,15 @@ func (s *Server) prepareSandbox(ctx context.Context, id string, cfg *runtimeapi.
 	if err := s.sandboxNamespaces(ctx, p, undo); err != nil {
 		return nil, err
 	}
+	crashpoint.At("run-pod:after-shm") // the last of the namespaces' steps
 	if err := s.sandboxBundle(p); err != nil {
 		return nil, err
 	}
+	crashpoint.At("run-pod:after-bundle")
 	if err := writeRecord(p.dir, "sandbox.json", &p.sb.rec); err != nil {
 		return nil, err
 	}
+	crashpoint.At("run-pod:after-prepare")
 	return p, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/cri/ocispec"
 	"github.com/evjournal/containerd/image"
+	"github.com/evjournal/containerd/internal/crashpoint"
 	"github.com/evjournal/containerd/podnet"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -44,6 +45,7 @@ func (s *Server) setupNetwork(ctx context.Context, id string, cfg *runtimeapi.Po
 	if err != nil {
 		return nil, fmt.Errorf("pod network namespace: %w", err)
 	}
+	crashpoint.At("run-pod:after-netns")
 	res, err := s.cfg.Network.Setup(ctx, id, path, networkOptions(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("pod network: %w", err)
@@ -52,6 +54,7 @@ func (s *Server) setupNetwork(ctx context.Context, id string, cfg *runtimeapi.Po
 	for _, ip := range res.IPs {
 		ips = append(ips, ip.String())
 	}
+	crashpoint.At("run-pod:after-cni-add")
 	return ips, nil
 }
 
