@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,50 +137,85 @@ func (s *Supervisor) snapshotWritten(seq uint64, err error) {
 }
 
 // loadObjects rebuilds the objects table before the restore: the snapshot,
-// then the journal's events after it. Without a readable snapshot of this
-// journal, the whole journal is replayed (once: a snapshot is written at
-// the end of the start).
+// then the journal's events after it. A damaged snapshot is set aside and
+// the whole journal replayed. Without a snapshot, the whole journal is
+// replayed only where the CRI service has records beside it (the snapshot
+// was lost): on a daemon that never ran pods (a 0.2 node starting on a
+// journal of millions of events) there is nothing to find, and the first
+// start is not slowed. An empty snapshot is written at once then, so that
+// from now on there always is one.
 func (s *Supervisor) loadObjects() {
 	path := filepath.Join(s.cfg.ObjectsDir, objects.SnapshotFile)
-	from, table := s.readSnapshot(path)
+	from, table, found := s.readSnapshot(path)
 	s.objects = table
-	r := s.journal.AfterRetained(from)
-	defer r.Close()
-	n, first := 0, uint64(0)
-	for {
-		ev, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			s.log.WithError(err).Error("cri objects: replaying the journal failed; objects may lag behind it until reconciled")
-			break
-		}
-		if first == 0 {
-			first = ev.Seq
-		}
-		s.objects.Apply(ev)
-		n++
+	if !found && !s.criRecordsBeside() {
+		from, _ = s.journal.Last()
+		s.writeFirstSnapshot(path, from)
 	}
-	if from > 0 && first > from+1 {
-		s.log.WithField("snapshot_seq", from).WithField("first_seq", first).
-			Warn("cri objects: the journal no longer holds every event since the snapshot; running objects without a container get exit 255")
-	}
+	n := s.replayObjects(from)
 	s.journal.HoldRetention(from)
 	s.objects.MarkDirty() // written at the end of the start, so the next start reads little
 	s.log.WithField("objects", s.objects.Len()).WithField("replayed", n).WithField("snapshot_seq", from).Info("cri objects loaded")
 }
 
+// replayObjects applies the retained events after seq; it returns how many.
+func (s *Supervisor) replayObjects(seq uint64) int {
+	r := s.journal.AfterRetained(seq)
+	defer r.Close()
+	n := 0
+	for {
+		ev, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return n
+		}
+		if err != nil {
+			s.log.WithError(err).Error("cri objects: replaying the journal failed; objects may lag behind it until reconciled")
+			return n
+		}
+		s.objects.Apply(ev)
+		n++
+	}
+}
+
+// criRecordsBeside says whether the objects' dir, when it is not the
+// journal's, holds anything but the snapshot (the CRI service's records).
+func (s *Supervisor) criRecordsBeside() bool {
+	if s.cfg.ObjectsDir == s.cfg.JournalDir {
+		return false
+	}
+	entries, err := os.ReadDir(s.cfg.ObjectsDir)
+	if err != nil {
+		return true // unknown: the safe side is the replay
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), objects.SnapshotFile) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Supervisor) writeFirstSnapshot(path string, seq uint64) {
+	data, err := s.objects.Snapshot(s.journal.ID(), seq)
+	if err == nil {
+		err = atomicfile.Write(path, data, 0o600)
+	}
+	if err != nil {
+		s.log.WithError(err).Warn("cri objects: cannot write the first snapshot; written again once the loop runs")
+	}
+}
+
 // readSnapshot returns the table of the snapshot at path and the seq to
-// replay from: 0 (everything) when there is none of this journal.
-func (s *Supervisor) readSnapshot(path string) (uint64, *objects.Table) {
+// replay from: 0 (everything) for a snapshot of another journal or a
+// damaged one. found is false when there is no snapshot at all.
+func (s *Supervisor) readSnapshot(path string) (uint64, *objects.Table, bool) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, objects.NewTable()
+		return 0, objects.NewTable(), false
 	}
 	if err != nil {
 		s.log.WithError(err).Error("cri objects: snapshot unreadable; replaying the whole journal")
-		return 0, objects.NewTable()
+		return 0, objects.NewTable(), true
 	}
 	l, err := objects.LoadSnapshot(data)
 	if err != nil {
@@ -188,16 +224,16 @@ func (s *Supervisor) readSnapshot(path string) (uint64, *objects.Table) {
 		if rerr := os.Rename(path, aside); rerr != nil {
 			s.log.WithError(rerr).Warn("cri objects: cannot set the bad snapshot aside")
 		}
-		return 0, objects.NewTable()
+		return 0, objects.NewTable(), true
 	}
 	if l.Journal != s.journal.ID() {
 		// The journal was replaced: what the snapshot knows still holds,
 		// and the new journal is replayed whole on top of it.
 		s.log.WithField("snapshot_journal", l.Journal).WithField("journal", s.journal.ID()).
 			Warn("cri objects: the snapshot is of another journal; replaying this one whole on top of it")
-		return 0, l.Table
+		return 0, l.Table, true
 	}
-	return l.Seq, l.Table
+	return l.Seq, l.Table, true
 }
 
 // startSnapshots starts the writer (once the loop runs).
