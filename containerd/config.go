@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/evjournal/containerd/image"
 	"github.com/evjournal/containerd/supervisor"
 	"github.com/evjournal/containerd/supervisor/journal"
 	"github.com/urfave/cli/v2"
@@ -54,12 +55,13 @@ type criConfig struct {
 	// sandboxImage, when set, is the image the sandboxes run instead of
 	// the pause binary.
 	sandboxImage string
+	limits       image.Limits // what one pull may cost
 }
 
 // flags are v0.2.9's (docs/api.md section 5: same names, shorts and
 // defaults) followed by this daemon's additions.
 func flags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.BoolFlag{Name: "debug", Usage: "enable debug output in the logs"},
 		&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn, error, fatal or panic (overrides --debug)"},
 		&cli.StringFlag{Name: "state-dir", Value: "/run/containerd", Usage: "runtime state directory"},
@@ -93,7 +95,7 @@ func flags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "insecure-registry", Usage: "registry HOST reached over plain http (repeatable)"},
 		&cli.StringFlag{Name: "sandbox-pause", Usage: "the pause binary of pod sandboxes (default: pause next to this daemon's executable)"},
 		&cli.StringFlag{Name: "sandbox-image", Usage: "run pod sandboxes from this image (its entrypoint and cmd; pulled when missing, reported pinned) instead of the pause binary"},
-	}
+	}, imageFlags()...)
 }
 
 // configFrom validates the flags. Every problem is an error here, before the

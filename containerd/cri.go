@@ -36,7 +36,7 @@ func newCRI(cfg config, sup *supervisor.Supervisor, log *logrus.Entry) (*criEndp
 		return nil, nil
 	}
 	log = log.WithField("module", "cri")
-	images, err := image.Open(filepath.Join(cc.root, "images"), image.Options{Mirrors: cc.mirrors, Insecure: cc.insecure, Logger: log})
+	images, err := image.Open(filepath.Join(cc.root, "images"), image.Options{Mirrors: cc.mirrors, Insecure: cc.insecure, Logger: log, Limits: cc.limits})
 	if err != nil {
 		return nil, fmt.Errorf("cri: image store: %w", err)
 	}

@@ -1,23 +1,18 @@
 package image
 
 import (
-	"bufio"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/internal/atomicfile"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/klauspost/compress/zstd"
-	"github.com/moby/go-archive"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,9 +25,20 @@ type layerRecord struct {
 	Digest string `json:"digest"`
 	// Size is the apparent size of the layer's regular files.
 	Size uint64 `json:"size"`
+	// Uncompressed is the size of the layer's tar stream, what the image
+	// size bound counts; absent from records older than the bound.
+	Uncompressed int64 `json:"uncompressed,omitempty"`
 	// DiskBytes and Inodes are what the unpacked layer takes on disk.
 	DiskBytes uint64 `json:"diskBytes"`
 	Inodes    uint64 `json:"inodes"`
+}
+
+// uncompressed is what the layer counts against an image's size bound.
+func (r layerRecord) uncompressed() int64 {
+	if r.Uncompressed > 0 {
+		return r.Uncompressed
+	}
+	return int64(r.Size)
 }
 
 // unpackCall is an unpack in progress; done closes when rec or err is set.
@@ -40,6 +46,22 @@ type unpackCall struct {
 	done chan struct{}
 	rec  layerRecord
 	err  error
+}
+
+// layerJob is one layer of a pull.
+type layerJob struct {
+	desc   v1.Descriptor // the compressed blob, as the manifest declares it
+	chain  string
+	diffID string
+	budget *budget // what is left of the image's size bound
+}
+
+// spend counts a layer the store already has against the image's bound.
+func (j layerJob) spend(rec layerRecord) error {
+	if !j.budget.take(rec.uncompressed()) {
+		return fmt.Errorf("layer %s: %w", j.desc.Digest, overBound("the image's layers", -1, "image size bound", j.budget.limit))
+	}
+	return nil
 }
 
 func (s *Store) layerDir(chain string) string {
@@ -91,192 +113,128 @@ func (s *Store) loadLayers() error {
 	return nil
 }
 
-// ensureLayer returns the record of layer chain, unpacking l if the store
-// lacks it. Concurrent pulls of the same layer share one unpack.
-func (s *Store) ensureLayer(ctx context.Context, l v1.Layer, chain, diffID string) (layerRecord, error) {
-	for {
-		s.mu.Lock()
-		if rec, ok := s.layers[chain]; ok {
-			s.mu.Unlock()
-			return rec, nil
+// dropIncomplete removes the images that lost a layer (its record was
+// unreadable and the layer dropped): reported present, such an image could
+// never run a container and kubelet would never pull it again. A pull
+// brings it back.
+func (s *Store) dropIncomplete() {
+	for id, img := range s.images {
+		i := slices.IndexFunc(img.Layers, func(l string) bool { _, ok := s.layers[l]; return !ok })
+		if i < 0 {
+			continue
 		}
-		if c := s.unpacking[chain]; c != nil {
-			s.mu.Unlock()
-			select {
-			case <-c.done:
-				// Its success is in s.layers; after its failure this
-				// pull tries on its own.
-				continue
-			case <-ctx.Done():
-				return layerRecord{}, ctx.Err()
-			}
+		log := s.log.WithField("image", id).WithField("layer", img.Layers[i])
+		log.Warn("image store: an image lost a layer: removed, a pull brings it back")
+		if err := s.deleteRecordLocked(img); err != nil {
+			log.WithError(err).Warn("image store: cannot remove the record of an image that lost a layer; it is ignored until the next start")
+			s.forgetLocked(img)
 		}
-		c := &unpackCall{done: make(chan struct{})}
-		s.unpacking[chain] = c
-		s.mu.Unlock()
-
-		c.rec, c.err = s.unpackLayer(l, chain, diffID)
-		s.mu.Lock()
-		delete(s.unpacking, chain)
-		if c.err == nil {
-			s.layers[chain] = c.rec
-		}
-		s.mu.Unlock()
-		close(c.done)
-		return c.rec, c.err
 	}
 }
 
-// unpackLayer downloads l into a temp dir, verifies it, unpacks it beside
-// and renames the whole into layers/: the layer appears complete or not at
-// all. The pull's context reaches the download through the remote image.
-func (s *Store) unpackLayer(l v1.Layer, chain, diffID string) (rec layerRecord, err error) {
-	digest, err := l.Digest()
+// ensureLayer returns the record of layer j.chain, unpacking it if the
+// store lacks it. Concurrent pulls of the same layer share one unpack.
+func (s *Store) ensureLayer(ctx context.Context, reg *registry, j layerJob) (layerRecord, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return layerRecord{}, err
+		}
+		s.mu.Lock()
+		rec, present := s.layers[j.chain]
+		c := s.unpacking[j.chain]
+		if !present && c == nil {
+			c = &unpackCall{done: make(chan struct{})}
+			s.unpacking[j.chain] = c
+			s.mu.Unlock()
+			return s.runUnpack(ctx, reg, j, c)
+		}
+		s.mu.Unlock()
+		if present {
+			return rec, j.spend(rec)
+		}
+		select {
+		case <-c.done:
+			// Its success is in s.layers; after its failure this
+			// pull tries on its own.
+		case <-ctx.Done():
+			return layerRecord{}, ctx.Err()
+		}
+	}
+}
+
+// runUnpack is the unpack c stands for, shared with the pulls that wait.
+func (s *Store) runUnpack(ctx context.Context, reg *registry, j layerJob, c *unpackCall) (layerRecord, error) {
+	c.rec, c.err = s.unpackLayer(ctx, reg, j)
+	s.mu.Lock()
+	delete(s.unpacking, j.chain)
+	if c.err == nil {
+		s.layers[j.chain] = c.rec
+	}
+	s.mu.Unlock()
+	close(c.done)
+	return c.rec, c.err
+}
+
+// unpackLayer downloads the layer into a temp dir, verifies it, unpacks it
+// beside and renames the whole into layers/: the layer appears complete or
+// not at all.
+func (s *Store) unpackLayer(ctx context.Context, reg *registry, j layerJob) (rec layerRecord, err error) {
+	tmp, err := os.MkdirTemp(s.tmpDir(), "unpack-")
 	if err != nil {
-		return rec, classify(err)
+		return rec, fmt.Errorf("layer %s: %w", j.desc.Digest, err)
 	}
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("layer %s: %w", digest, err)
-		}
-	}()
-	size, err := l.Size()
-	if err != nil {
-		return rec, classify(err)
-	}
-	tmp, err := os.MkdirTemp(s.tmpDir(), "unpack-")
-	if err != nil {
-		return rec, err
-	}
-	renamed := false
-	defer func() {
-		if !renamed {
 			os.RemoveAll(tmp)
+			err = fmt.Errorf("layer %s: %w", j.desc.Digest, err)
 		}
 	}()
 	blob := filepath.Join(tmp, "blob")
-	if err := download(l, digest, size, blob); err != nil {
+	if err := download(ctx, reg, j.desc, blob); err != nil {
 		return rec, err
 	}
 	fs := filepath.Join(tmp, "fs")
 	if err := os.Mkdir(fs, 0o755); err != nil {
 		return rec, err
 	}
-	if err := unpackBlob(blob, fs, diffID); err != nil {
+	rec = layerRecord{ChainID: j.chain, DiffID: j.diffID, Digest: j.desc.Digest.String()}
+	if rec.Uncompressed, err = s.unpack(ctx, blob, fs, j); err != nil {
 		return rec, err
 	}
 	if err := os.Remove(blob); err != nil {
 		return rec, err
 	}
-	rec = layerRecord{ChainID: chain, DiffID: diffID, Digest: digest.String()}
-	if err := measure(fs, &rec); err != nil {
-		return rec, err
+	return rec, s.commitLayer(tmp, &rec)
+}
+
+// unpack runs unpackBlob when one of the daemon's unpack slots is free.
+func (s *Store) unpack(ctx context.Context, blob, fs string, j layerJob) (int64, error) {
+	select {
+	case s.unpackSlots <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	defer func() { <-s.unpackSlots }()
+	return unpackBlob(ctx, blob, fs, j, s.limits)
+}
+
+// commitLayer measures the unpacked layer in tmp, records it and renames
+// it into layers/.
+func (s *Store) commitLayer(tmp string, rec *layerRecord) error {
+	if err := measure(filepath.Join(tmp, "fs"), rec); err != nil {
+		return err
 	}
 	if err := writeJSON(filepath.Join(tmp, "layer.json"), rec); err != nil {
-		return rec, err
+		return err
 	}
 	if err := syncFS(tmp); err != nil {
-		return rec, err
-	}
-	if err := os.Rename(tmp, s.layerDir(chain)); err != nil {
-		return rec, err
-	}
-	renamed = true
-	s.log.WithField("layer", chain).WithField("digest", digest).Debug("image store: layer unpacked")
-	return rec, atomicfile.SyncDir(s.layersDir())
-}
-
-// download copies the compressed blob of l into path, checking its size
-// and digest against the manifest's. go-containerregistry verifies the
-// digest too, but only at the end of the stream and with an error of an
-// internal type; checking here gives the error its class (ErrDataLoss) and
-// keeps the unpacker from ever reading unverified bytes.
-func download(l v1.Layer, digest v1.Hash, size int64, path string) error {
-	if digest.Algorithm != "sha256" {
-		return fmt.Errorf("digest algorithm %q: %w", digest.Algorithm, errdefs.ErrNotImplemented)
-	}
-	rc, err := l.Compressed()
-	if err != nil {
-		return classify(err)
-	}
-	defer rc.Close()
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
 		return err
 	}
-	defer f.Close()
-	h := sha256.New()
-	// One byte past the declared size tells a registry that sends more.
-	n, cerr := io.Copy(io.MultiWriter(f, h), io.LimitReader(rc, size+1))
-	got := "sha256:" + hex.EncodeToString(h.Sum(nil))
-	switch {
-	case n > size:
-		return fmt.Errorf("the registry sent more than the %d bytes the manifest declares: %w", size, errdefs.ErrDataLoss)
-	case n == size && got != digest.String():
-		return fmt.Errorf("content does not match its digest: got %s, want %s (%d bytes): %w", got, digest, n, errdefs.ErrDataLoss)
-	case cerr != nil:
-		return fmt.Errorf("download after %d of %d bytes: %w", n, size, classify(cerr))
-	case n < size:
-		return fmt.Errorf("the registry sent %d of the %d bytes the manifest declares: %w", n, size, errdefs.ErrUnavailable)
-	}
-	return nil
-}
-
-// unpackBlob unpacks the verified blob into dir with overlay whiteouts
-// (character devices 0/0 and the opaque xattr), ownership and xattrs as the
-// tar says, and checks the uncompressed stream against the diff id.
-//
-// archive.Unpack is used rather than archive.ApplyLayer: ApplyLayer applies
-// whiteouts by deleting from dest (a layer applied onto its parent's files),
-// and it sets the umask of the whole process to 0 while it runs, which
-// would race with every other file the daemon creates.
-func unpackBlob(blob, dir, diffID string) error {
-	f, err := os.Open(blob)
-	if err != nil {
+	if err := os.Rename(tmp, s.layerDir(rec.ChainID)); err != nil {
 		return err
 	}
-	defer f.Close()
-	r, err := decompress(f)
-	if err != nil {
-		return fmt.Errorf("decompress: %w: %w", errdefs.ErrInvalidArgument, err)
-	}
-	defer r.Close()
-	h := sha256.New()
-	tee := io.TeeReader(r, h)
-	if err := archive.Unpack(tee, dir, &archive.TarOptions{WhiteoutFormat: archive.OverlayWhiteoutFormat}); err != nil {
-		return fmt.Errorf("unpack: %w", err)
-	}
-	// The tar's end blocks and any padding are part of the diff id.
-	if _, err := io.Copy(io.Discard, tee); err != nil {
-		return fmt.Errorf("decompress: %w: %w", errdefs.ErrInvalidArgument, err)
-	}
-	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != diffID {
-		return fmt.Errorf("uncompressed content is %s, the config's diff id is %s: %w", got, diffID, errdefs.ErrDataLoss)
-	}
-	return nil
-}
-
-var (
-	gzipMagic = []byte{0x1f, 0x8b}
-	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
-)
-
-// decompress recognizes gzip and zstd by their magic bytes (media types are
-// not reliable across registries); anything else is read as a plain tar.
-func decompress(r io.Reader) (io.ReadCloser, error) {
-	br := bufio.NewReader(r)
-	head, _ := br.Peek(4)
-	switch {
-	case bytes.HasPrefix(head, gzipMagic):
-		return gzip.NewReader(br)
-	case bytes.HasPrefix(head, zstdMagic):
-		d, err := zstd.NewReader(br)
-		if err != nil {
-			return nil, err
-		}
-		return d.IOReadCloser(), nil
-	}
-	return io.NopCloser(br), nil
+	s.log.WithField("layer", rec.ChainID).WithField("digest", rec.Digest).Debug("image store: layer unpacked")
+	return atomicfile.SyncDir(s.layersDir())
 }
 
 // measure fills rec's sizes from the files under dir; hard links count once.

@@ -2,22 +2,16 @@ package image
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
+	"math"
 	"net/url"
-	"runtime"
 	"slices"
 	"strings"
 
 	"github.com/containerd/errdefs"
-	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sync/errgroup"
 )
 
 // Auth is the credential of a pull request, as CRI's AuthConfig carries it:
@@ -65,112 +59,59 @@ func sameHost(addr, host string) bool {
 // blob, unpacks the layers not yet in the store and records the image under
 // ref's normalized name, which moves to it from any image that held it. An
 // image whose layers are all present costs the manifest and config fetches
-// only. On an error nothing the pull added stays in the store.
+// only. Every read is bounded (limits.go); on an error nothing the pull added
+// stays in the store.
 func (s *Store) Pull(ctx context.Context, refStr string, auth *Auth) (Image, error) {
 	r, err := parseRef(refStr)
 	if err != nil {
 		return Image{}, err
 	}
-	src, err := s.fetchManifest(ctx, r, auth)
+	reg, res, err := s.resolve(ctx, r, auth)
 	if err != nil {
 		return Image{}, fmt.Errorf("pull %s: %w", r.canonical, err)
 	}
-	img, err := s.fetchImage(ctx, r, src)
+	img, err := s.fetchImage(ctx, reg, r, res)
 	if err != nil {
-		return Image{}, fmt.Errorf("pull %s from %s: %w", r.canonical, src.ep.desc, err)
+		return Image{}, fmt.Errorf("pull %s from %s: %w", r.canonical, reg.ep.desc, diskClass(err))
 	}
 	return img, nil
 }
 
-// source is a resolved manifest: where it came from and its image.
-type source struct {
-	ep     endpoint
-	digest v1.Hash // of the manifest the reference names (an index's, if it named one)
-	img    v1.Image
-}
-
-// fetchManifest tries each endpoint in turn; the error names them all.
-func (s *Store) fetchManifest(ctx context.Context, r ref, auth *Auth) (*source, error) {
+// resolve tries each endpoint in turn for the manifests and the config;
+// the error names them all.
+func (s *Store) resolve(ctx context.Context, r ref, auth *Auth) (*registry, *resolved, error) {
 	eps, err := s.endpoints(r)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var errs []error
 	for _, ep := range eps {
-		src, err := getManifest(ctx, ep, auth)
+		reg, err := s.dial(ctx, ep, auth)
 		if err == nil {
-			return src, nil
+			var res *resolved
+			if res, err = reg.resolve(ctx); err == nil {
+				return reg, res, nil
+			}
 		}
 		if ctx.Err() != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", ep.desc, err))
 		if ep.mirror {
 			s.log.WithError(err).WithField("ref", r.canonical).Info("image pull: mirror failed, trying the next endpoint")
 		}
 	}
-	return nil, joinErrs(errs)
+	return nil, nil, joinErrs(errs)
 }
 
-func getManifest(ctx context.Context, ep endpoint, auth *Auth) (*source, error) {
-	platform := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
-	desc, err := remote.Get(ep.ref, remote.WithContext(ctx), remote.WithAuth(auth.authFor(ep.host)), remote.WithPlatform(platform))
-	if err != nil {
-		return nil, classify(err)
-	}
-	img, err := desc.Image()
-	if err != nil {
-		// Most often an index without our platform, or an artifact
-		// that is not an image.
-		return nil, errmark.Mark(err, errdefs.ErrNotFound)
-	}
-	return &source{ep: ep, digest: desc.Digest, img: img}, nil
-}
-
-// classify gives a registry error its errdefs class, keeping its text.
-func classify(err error) error {
-	var te *transport.Error
-	if errors.As(err, &te) {
-		switch te.StatusCode {
-		case http.StatusUnauthorized:
-			return errmark.Mark(err, errdefs.ErrUnauthenticated)
-		case http.StatusForbidden:
-			return errmark.Mark(err, errdefs.ErrPermissionDenied)
-		case http.StatusNotFound:
-			return errmark.Mark(err, errdefs.ErrNotFound)
-		case http.StatusTooManyRequests:
-			return errmark.Mark(err, errdefs.ErrResourceExhausted)
-		}
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return errmark.Mark(err, errdefs.ErrUnavailable)
-}
-
-// fetchImage reads the config, makes sure each layer is unpacked and
-// commits the record. The layers are pinned for the whole pull so that a
-// concurrent Remove does not collect them; on failure the layers this pull
-// unpacked and no image uses are collected.
-func (s *Store) fetchImage(ctx context.Context, r ref, src *source) (Image, error) {
-	id, cfg, err := readConfig(src.img)
+// fetchImage makes sure each layer is unpacked and commits the record. The
+// layers are pinned for the whole pull so that a concurrent Remove does not
+// collect them; on failure the layers this pull unpacked and no image uses
+// are collected.
+func (s *Store) fetchImage(ctx context.Context, reg *registry, r ref, res *resolved) (Image, error) {
+	diffIDs, chains, err := layerIDs(res)
 	if err != nil {
 		return Image{}, err
-	}
-	layers, err := src.img.Layers()
-	if err != nil {
-		return Image{}, classify(err)
-	}
-	if len(layers) != len(cfg.RootFS.DiffIDs) {
-		return Image{}, fmt.Errorf("manifest has %d layers, config %s lists %d diff ids: %w", len(layers), id, len(cfg.RootFS.DiffIDs), errdefs.ErrDataLoss)
-	}
-	diffIDs := make([]string, len(cfg.RootFS.DiffIDs))
-	for i, d := range cfg.RootFS.DiffIDs {
-		diffIDs[i] = string(d)
-	}
-	chains, err := chainIDs(diffIDs)
-	if err != nil {
-		return Image{}, fmt.Errorf("config %s: %w", id, err)
 	}
 	s.pin(chains, 1)
 	defer func() {
@@ -180,38 +121,61 @@ func (s *Store) fetchImage(ctx context.Context, r ref, src *source) (Image, erro
 		s.mu.Unlock()
 		removeAll(s.log, doomed)
 	}()
-	img := &Image{ID: id.String(), Config: cfg.Config, Layers: chains}
-	for i, l := range layers {
-		rec, err := s.ensureLayer(ctx, l, chains[i], diffIDs[i])
-		if err != nil {
-			return Image{}, err
-		}
-		img.Size += rec.Size
+	img := &Image{ID: res.id.String(), Config: res.config.Config, Layers: chains}
+	if img.Size, err = s.fetchLayers(ctx, reg, res, diffIDs, chains); err != nil {
+		return Image{}, err
 	}
-	return s.commit(r, src.digest, img)
+	return s.commit(r, res.digest, img)
 }
 
-// readConfig returns the config's digest (the image ID) and content, and
-// refuses an image made for another platform.
-func readConfig(img v1.Image) (v1.Hash, ocispec.Image, error) {
-	var cfg ocispec.Image
-	id, err := img.ConfigName()
-	if err != nil {
-		return id, cfg, classify(err)
+// layerIDs are the diff ids the config lists, one per layer of the
+// manifest, and the chain ids they make.
+func layerIDs(res *resolved) (diffIDs, chains []string, err error) {
+	if len(res.layers) != len(res.config.RootFS.DiffIDs) {
+		return nil, nil, fmt.Errorf("manifest has %d layers, config %s lists %d diff ids: %w", len(res.layers), res.id, len(res.config.RootFS.DiffIDs), errdefs.ErrDataLoss)
 	}
-	// The remote image verifies the config blob against the manifest's
-	// config digest as it reads it.
-	raw, err := img.RawConfigFile()
-	if err != nil {
-		return id, cfg, classify(err)
+	diffIDs = make([]string, len(res.layers))
+	for i, d := range res.config.RootFS.DiffIDs {
+		diffIDs[i] = string(d)
 	}
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return id, cfg, fmt.Errorf("config %s: %w: %w", id, errdefs.ErrInvalidArgument, err)
+	if chains, err = chainIDs(diffIDs); err != nil {
+		return nil, nil, fmt.Errorf("config %s: %w", res.id, err)
 	}
-	if (cfg.OS != "" && cfg.OS != "linux") || (cfg.Architecture != "" && cfg.Architecture != runtime.GOARCH) {
-		return id, cfg, fmt.Errorf("config %s: the image is for %s/%s, this node runs linux/%s: %w", id, cfg.OS, cfg.Architecture, runtime.GOARCH, errdefs.ErrNotFound)
+	return diffIDs, chains, nil
+}
+
+// fetchLayers makes sure every layer is unpacked, MaxConcurrentDownloads
+// at a time, and returns the image's size. The compressed sizes the
+// manifest declares are held to the image size bound before any download,
+// the uncompressed ones while they unpack.
+func (s *Store) fetchLayers(ctx context.Context, reg *registry, res *resolved, diffIDs, chains []string) (uint64, error) {
+	b := newBudget(s.limits.MaxImageSize)
+	var declared int64
+	for _, l := range res.layers {
+		declared = min(declared+l.Size, math.MaxInt64/2) // no overflow: MaxLayers sizes, each not negative
 	}
-	return id, cfg, nil
+	if declared > b.limit {
+		return 0, overBound("the layers of manifest "+res.digest.String(), declared, "image size bound", b.limit)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.limits.MaxConcurrentDownloads)
+	sizes := make([]uint64, len(chains))
+	for i, d := range res.layers {
+		j := layerJob{desc: d, chain: chains[i], diffID: diffIDs[i], budget: b}
+		g.Go(func() error {
+			rec, err := s.ensureLayer(gctx, reg, j)
+			sizes[i] = rec.Size
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	var total uint64
+	for _, n := range sizes {
+		total += n
+	}
+	return total, nil
 }
 
 func (s *Store) pin(chains []string, delta int) {

@@ -30,6 +30,8 @@ type Options struct {
 	Insecure []string
 	// Logger defaults to logrus.StandardLogger().
 	Logger *logrus.Entry
+	// Limits bound what a pull may cost; zero fields take DefaultLimits.
+	Limits Limits
 }
 
 // Image is one image of the store.
@@ -60,6 +62,10 @@ type Store struct {
 	mirror map[string][]string
 	insec  map[string]bool
 	log    *logrus.Entry
+	limits Limits
+	// unpackSlots holds a token per layer being decompressed, daemon-wide
+	// (maxConcurrentUnpacks).
+	unpackSlots chan struct{}
 
 	mu sync.Mutex // guards the maps below and the files they mirror
 	// images by ID.
@@ -90,6 +96,7 @@ func Open(root string, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		root: root, mirror: opts.Mirrors, insec: map[string]bool{}, log: opts.Logger,
+		limits: opts.Limits.withDefaults(), unpackSlots: make(chan struct{}, maxConcurrentUnpacks()),
 		images: map[string]*Image{}, names: map[string]string{}, layers: map[string]layerRecord{},
 		rootfs: map[string]rootfsRecord{}, pinned: map[string]int{}, unpacking: map[string]*unpackCall{},
 	}
@@ -142,6 +149,7 @@ func (s *Store) load() error {
 	if err := s.loadImages(); err != nil {
 		return err
 	}
+	s.dropIncomplete()
 	return s.loadRootfs()
 }
 
@@ -292,13 +300,18 @@ func (s *Store) deleteRecordLocked(img *Image) error {
 	if err := atomicfile.SyncDir(s.imagesDir()); err != nil {
 		return err
 	}
+	s.forgetLocked(img)
+	return nil
+}
+
+// forgetLocked takes img and its names out of the index.
+func (s *Store) forgetLocked(img *Image) {
 	delete(s.images, img.ID)
 	for n, id := range s.names {
 		if id == img.ID {
 			delete(s.names, n)
 		}
 	}
-	return nil
 }
 
 // collectLocked takes the layers that no image, rootfs or pull in progress
