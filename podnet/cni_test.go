@@ -340,6 +340,9 @@ func TestTeardownWithoutConfig(t *testing.T) {
 		t.Fatalf("teardown without the config file: %v", err)
 	}
 	tn.checkReleased(t, p, chains)
+	if err := p.ns.Remove(); err != nil { // as StopPodSandbox does after the teardown
+		t.Fatal(err)
+	}
 	for _, id := range []string{p.id, "pod-never"} {
 		if err := tn.Teardown(context.Background(), id, ""); err != nil {
 			t.Errorf("teardown of %s, with nothing cached and no config: %v", id, err)

@@ -147,17 +147,25 @@ func (n *Network) Teardown(ctx context.Context, podID, netnsPath string) error {
 	if podID == "" {
 		return fmt.Errorf("pod network teardown needs a pod ID: %w", errdefs.ErrInvalidArgument)
 	}
+	cached, err := n.cachedConfig(podID)
+	if err != nil {
+		return fmt.Errorf("pod %s network teardown: its cached config: %w", podID, err)
+	}
+	if cached == nil && !exists(netnsPath) {
+		// No ADD finished (libcni caches each one and drops the cache at
+		// the DEL) and no namespace is left: down already. A StopPodSandbox
+		// kubelet repeats costs no plugin run.
+		return nil
+	}
 	list, err := loadConfig(n.confDir)
 	if err != nil {
 		// The config was removed or broken since the pod's ADD: DEL needs
 		// only what libcni cached then. Nothing cached means no ADD to
 		// undo (never set up, or torn down already).
-		cached, cerr := n.cachedConfig(podID)
-		if cerr != nil {
-			return fmt.Errorf("pod %s network teardown: %w; its cached config: %w", podID, err, cerr)
-		}
 		if cached == nil {
-			return nil
+			// A namespace with no finished ADD (a crash inside it): the
+			// plugins may hold a lease that only the config can free.
+			return fmt.Errorf("pod %s network teardown: %w", podID, err)
 		}
 		list = cached
 	}
@@ -165,6 +173,14 @@ func (n *Network) Teardown(ctx context.Context, podID, netnsPath string) error {
 		return fmt.Errorf("pod %s network teardown: %w", podID, err)
 	}
 	return nil
+}
+
+func exists(path string) bool {
+	if path == "" {
+		return false
+	}
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // cachedConfig is the network config libcni cached at the pod's ADD of its

@@ -199,13 +199,12 @@ func (s *Server) killUnknown(ctx context.Context, id string) {
 	}
 }
 
-// teardownNetwork undoes CNI ADD and removes the netns pin. Once the pin
-// is gone the network is down: a second call does nothing.
+// teardownNetwork undoes CNI ADD and removes the netns pin. The network
+// decides whether anything is left to undo (an ADD whose DEL has not run:
+// after a reboot the pin is gone but the IP lease is not); once the DEL ran
+// and the pin is gone, a second call does nothing.
 func (s *Server) teardownNetwork(ctx context.Context, id, netns string) error {
 	if netns == "" {
-		return nil
-	}
-	if _, err := os.Stat(netns); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if s.cfg.Network != nil {
