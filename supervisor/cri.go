@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/containerd/errdefs"
@@ -74,10 +75,12 @@ func (s *Supervisor) CommitObject(ctx context.Context, id string) (objects.Objec
 }
 
 // StartObject runs a created object's process as the supervisor's
-// container r.ID. The start goes on when the caller gives up (its context
-// ends): the object then ends running, or exited with StartError, never
-// recorded as something it is not. A second start, or one of an object
-// being removed, is FailedPrecondition.
+// container r.ID. The start is not cut short when the caller gives up (its
+// context ends): it runs to its end, and a process it started for a caller
+// that is gone is killed (its exit makes the object exited), so that the
+// caller's retry or its relist finds what it was told, never a process
+// nobody knows of. A second start, or one of an object being removed, is
+// FailedPrecondition.
 func (s *Supervisor) StartObject(ctx context.Context, r CreateRequest) (objects.Object, error) {
 	if err := s.validateCreate(r); err != nil {
 		return objects.Object{}, err
@@ -92,10 +95,25 @@ func (s *Supervisor) StartObject(ctx context.Context, r CreateRequest) (objects.
 			// A start refused before it ran anything (degraded, admission)
 			// leaves the object created for a retry.
 			s.objects.AbortStart(r.ID)
+			if err == nil && ctx.Err() != nil {
+				s.killAbandonedStart(r.ID, ctx.Err())
+				err = fmt.Errorf("%s %s: the caller gave up during the start (%w); its process is killed", r.ID, "start", ctx.Err())
+			}
 			o, _ := s.objects.Get(r.ID)
 			done(s.objectView(o), err)
 		})
 	})
+}
+
+// killAbandonedStart kills the init of a container whose start's caller
+// went away; its exit is applied like any other.
+func (s *Supervisor) killAbandonedStart(id string, why error) {
+	_, p, err := s.lookup(id, "init")
+	if err == nil {
+		err = p.Signal(syscall.SIGKILL)
+	}
+	s.log.WithError(err).WithField("container", id).WithField("cause", why).
+		Warn("start: its caller gave up; the process it started is killed")
 }
 
 // Object is a copy of one visible object.
