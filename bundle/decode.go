@@ -12,9 +12,11 @@ import (
 )
 
 // Config is what the daemon keeps of a bundle's config.json: the spec
-// version, the dialect an exec's process must be written in, the init
-// process (reported by State) and the host ids of container root. It is
-// saved in the container's state.json, so it is the daemon's own copy.
+// version, the dialect an exec's process must be written in (the bundle's,
+// or today's once a runtime of today's spec runs a translation of it:
+// Translate), the init process (reported by State) and the host ids of
+// container root. It is saved in the container's state.json, so it is the
+// daemon's own copy.
 type Config struct {
 	Version string            `json:"ociVersion"`
 	Dialect Dialect           `json:"dialect"`

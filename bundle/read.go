@@ -30,19 +30,26 @@ const ConfigFile = "config.json"
 // file or directory"; anything else wrong is ErrInvalidArgument naming the
 // file and what was wrong with it.
 func ReadConfig(dir string) (*Config, error) {
+	cfg, _, err := ReadConfigData(dir)
+	return cfg, err
+}
+
+// ReadConfigData is ReadConfig that also gives the file's bytes, read in
+// the same single read, for a translation (Translate).
+func ReadConfigData(dir string) (*Config, []byte, error) {
 	if dir == "" || !filepath.IsAbs(dir) {
-		return nil, fmt.Errorf("bundle path %q is not absolute: %w", dir, errdefs.ErrInvalidArgument)
+		return nil, nil, fmt.Errorf("bundle path %q is not absolute: %w", dir, errdefs.ErrInvalidArgument)
 	}
 	path := filepath.Join(dir, ConfigFile)
 	data, err := ReadFile(path, MaxConfigSize)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg, err := Decode(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return cfg, nil
+	return cfg, data, nil
 }
 
 // ReadFile reads a file a client named, at most max bytes. It never blocks

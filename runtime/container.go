@@ -49,11 +49,15 @@ type Container struct {
 	cgDirs map[string][2]string // guarded by cgMu: init's cgroup dirs by controller, once found
 }
 
-// New validates opts, then creates Root/ID (0700) holding state.json. On any
-// error nothing is left on disk. A duplicate id is ErrAlreadyExists with the
-// text "mkdir <Root>/<ID>: file exists"; a missing bundle is ErrNotFound with
-// "open <bundle>/config.json: no such file or directory". config.json is
-// read once, here, bounded (bundle.ReadFile); Load never reads it again.
+// New validates opts, then creates Root/ID (0700) holding state.json and,
+// when the runtime cannot read the bundle's spec dialect, the bundle the
+// runtime gets instead (translate.go). On any error nothing is left on
+// disk. A duplicate id is ErrAlreadyExists with the text "mkdir
+// <Root>/<ID>: file exists"; a missing bundle is ErrNotFound with "open
+// <bundle>/config.json: no such file or directory"; a config.json that
+// cannot be translated is ErrInvalidArgument naming the member. config.json
+// is read once, here, bounded (bundle.ReadFile), and never written; Load
+// never reads it again.
 func New(opts ContainerOpts) (*Container, error) {
 	if err := ValidateID(opts.ID); err != nil {
 		return nil, err
@@ -61,12 +65,17 @@ func New(opts ContainerOpts) (*Container, error) {
 	if opts.Root == "" {
 		return nil, fmt.Errorf("container %q: empty state dir: %w", opts.ID, errdefs.ErrInvalidArgument)
 	}
-	spec, err := bundle.ReadConfig(opts.Bundle)
+	spec, data, err := bundle.ReadConfigData(opts.Bundle)
 	if err != nil {
 		return nil, err
 	}
-	c := &Container{root: opts.Root, rec: newRecord(opts, spec), processes: map[string]*Process{}}
-	if err := c.createDir(); err != nil {
+	rec := newRecord(opts, spec)
+	translated, err := translateFor(&rec, data)
+	if err != nil {
+		return nil, err
+	}
+	c := &Container{root: opts.Root, rec: rec, processes: map[string]*Process{}}
+	if err := c.createDir(translated); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -90,9 +99,10 @@ func newRecord(o ContainerOpts, spec *bundle.Config) containerRecord {
 	return r
 }
 
-// createDir makes Root/ID and writes state.json, under the id lock so that a
-// concurrent Delete of a retired incarnation sees either no dir or a complete one.
-func (c *Container) createDir() error {
+// createDir makes Root/ID, the translated bundle if there is one, and
+// state.json last, under the id lock so that a concurrent Delete of a
+// retired incarnation sees either no dir or a complete one.
+func (c *Container) createDir(translated []byte) error {
 	unlock := lockID(c.root, c.rec.ID)
 	defer unlock()
 	dir := filepath.Join(c.root, c.rec.ID)
@@ -102,9 +112,21 @@ func (c *Container) createDir() error {
 		}
 		return fmt.Errorf("container %q: %w", c.rec.ID, err)
 	}
-	if err := writeJSON(filepath.Join(dir, stateFile), &c.rec); err != nil {
+	if err := c.fillDir(dir, translated); err != nil {
 		os.RemoveAll(dir)
-		return fmt.Errorf("container %q: write state: %w", c.rec.ID, err)
+		return fmt.Errorf("container %q: %w", c.rec.ID, err)
+	}
+	return nil
+}
+
+func (c *Container) fillDir(dir string, translated []byte) error {
+	if translated != nil {
+		if err := writeTranslated(dir, c.rec.Bundle, translated); err != nil {
+			return err
+		}
+	}
+	if err := writeJSON(filepath.Join(dir, stateFile), &c.rec); err != nil {
+		return fmt.Errorf("write state: %w", err)
 	}
 	return nil
 }
@@ -114,6 +136,15 @@ func (c *Container) ID() string { return c.rec.ID }
 
 // Bundle is the bundle path exactly as given to New.
 func (c *Container) Bundle() string { return c.rec.Bundle }
+
+// runtimeBundle is the bundle the runtime runs: the client's, or the
+// daemon's translation of it in the container dir.
+func (c *Container) runtimeBundle() string {
+	if c.rec.Translated {
+		return filepath.Join(c.Dir(), translatedDir)
+	}
+	return c.rec.Bundle
+}
 
 // Labels are the labels given to New.
 func (c *Container) Labels() []string { return c.rec.Labels }

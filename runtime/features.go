@@ -7,11 +7,14 @@ import (
 	"regexp"
 	"sync"
 	"time"
+
+	"github.com/evjournal/containerd/bundle"
 )
 
 // Features are the flags a runtime binary has, learnt from its own --help
 // (runc 1.0.0-rc2, shipped with Docker 1.13, predates --console-socket;
-// docs/api.md 7.2). The shim builds runc's command lines from them.
+// docs/api.md 7.2), and the spec version its --version names. The shim
+// builds runc's command lines from them.
 type Features struct {
 	// ConsoleSocket: `create`/`exec` take --console-socket (runc sends the
 	// pty master on it). Without it the shim makes the pty and passes the
@@ -26,7 +29,14 @@ type Features struct {
 	// the daemon passes neither.
 	NoNewKeyring bool `json:"noNewKeyring"`
 	PreserveFds  bool `json:"preserveFds"`
+	// Spec is the runtime-spec version the runtime reads, from the "spec:"
+	// line of its --version ("" when it names none: taken as today's). It
+	// decides whether a bundle must be translated for it (Dialect).
+	Spec string `json:"spec,omitempty"`
 }
+
+// Dialect is the shape of the specs this runtime reads.
+func (f Features) Dialect() bundle.Dialect { return bundle.DialectFor(f.Spec) }
 
 // allFeatures is what is assumed of a runtime whose help cannot be read:
 // today's runc (the failure to run it is reported by the start itself).
@@ -75,32 +85,48 @@ func RuntimeFeatures(runtime string) Features {
 	return f
 }
 
-// probeFeatures reads the global and the create help. When either cannot
-// be read, today's runc is assumed: the start itself then reports why the
-// runtime does not run. That answer is cached too, so a runtime that hangs
-// costs the bound once per build, not once per start.
+// probeFeatures reads the global and the create help, and the version.
+// When either help cannot be read, today's runc is assumed: the start
+// itself then reports why the runtime does not run. That answer is cached
+// too, so a runtime that hangs costs the bound once per build, not once per
+// start.
 func probeFeatures(path string) Features {
-	global, err := helpText(path)
+	global, err := runtimeOutput(path, "--help")
 	if err != nil {
 		return allFeatures
 	}
-	create, err := helpText(path, "create")
+	create, err := runtimeOutput(path, "create", "--help")
 	if err != nil {
 		return allFeatures
 	}
+	version, _ := runtimeOutput(path, "--version")
 	return Features{
 		ConsoleSocket: hasFlag(create, "console-socket"),
 		Log:           hasFlag(global, "log") && hasFlag(global, "log-format"),
 		PidFile:       hasFlag(create, "pid-file"),
 		NoNewKeyring:  hasFlag(create, "no-new-keyring"),
 		PreserveFds:   hasFlag(create, "preserve-fds"),
+		Spec:          specVersion(version),
 	}
 }
 
-func helpText(path string, sub ...string) ([]byte, error) {
+// specLine is the spec version line of a runtime's --version: "spec: 1.3.0"
+// (runc since 1.0.0-rc3, crun), or "runc version spec: 1.0.0-rc2-dev" (runc
+// 1.0.0-rc2, which prints only that line).
+var specLine = regexp.MustCompile(`(?m)^(?:runc version )?spec: (\S+)\s*$`)
+
+// specVersion is the spec version a runtime's --version names, or "".
+func specVersion(out []byte) string {
+	if m := specLine.FindSubmatch(out); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
+func runtimeOutput(path string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), featureTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, path, append(sub, "--help")...)
+	cmd := exec.CommandContext(ctx, path, args...)
 	// A runtime killed at the timeout may have left a child holding its
 	// stdout: without WaitDelay, Output would wait for that pipe for ever,
 	// holding the feature cache and so every later create.

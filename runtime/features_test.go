@@ -11,6 +11,7 @@ import (
 
 	"github.com/evjournal/containerd/integration/fixture"
 	"github.com/evjournal/containerd/runtime"
+	"github.com/evjournal/containerd/specs"
 )
 
 // TestRuntimeFeatures: today's runc and runc 1.0.0-rc2 (Docker 1.13's) are
@@ -21,8 +22,10 @@ func TestRuntimeFeatures(t *testing.T) {
 	if _, err := os.Stat(rc2); err != nil {
 		t.Fatalf("%v: run `make bin/runc-rc2` first", err)
 	}
-	modern := runtime.Features{ConsoleSocket: true, Log: true, PidFile: true, NoNewKeyring: true, PreserveFds: true}
-	old := runtime.Features{ConsoleSocket: false, Log: true, PidFile: true, NoNewKeyring: true, PreserveFds: false}
+	// bin/runc is the runc go.mod pins, which reads the runtime-spec
+	// version go.mod pins: specs.Version.
+	modern := runtime.Features{ConsoleSocket: true, Log: true, PidFile: true, NoNewKeyring: true, PreserveFds: true, Spec: specs.Version}
+	old := runtime.Features{ConsoleSocket: false, Log: true, PidFile: true, NoNewKeyring: true, PreserveFds: false, Spec: "1.0.0-rc2-dev"}
 	current := filepath.Join(fixture.RepoRoot(), "bin", "runc")
 	if got := runtime.RuntimeFeatures(current); got != modern {
 		t.Errorf("bin/runc: %+v, want %+v", got, modern)
@@ -41,8 +44,13 @@ func TestRuntimeFeatures(t *testing.T) {
 	if got := runtime.RuntimeFeatures(swapped); got != old {
 		t.Errorf("bin/runc-rc2 copied over it: %+v, want %+v", got, old)
 	}
-	if got := runtime.RuntimeFeatures("/no/such/runtime"); got != modern {
-		t.Errorf("a missing runtime: %+v, want today's runc assumed %+v", got, modern)
+	assumed := modern
+	assumed.Spec = ""
+	if got := runtime.RuntimeFeatures("/no/such/runtime"); got != assumed || got.Dialect() != modern.Dialect() {
+		t.Errorf("a missing runtime: %+v, want today's runc assumed %+v", got, assumed)
+	}
+	if modern.Dialect().CapabilityList || !old.Dialect().CapabilityList {
+		t.Errorf("dialects: bin/runc %+v, bin/runc-rc2 %+v; want the object, then the list", modern.Dialect(), old.Dialect())
 	}
 }
 
@@ -65,7 +73,7 @@ func TestRuntimeFeaturesHangingProbe(t *testing.T) {
 	})
 	start := time.Now()
 	modern := runtime.Features{ConsoleSocket: true, Log: true, PidFile: true, NoNewKeyring: true, PreserveFds: true}
-	if got := runtime.RuntimeFeatures(script); got != modern {
+	if got := runtime.RuntimeFeatures(script); got != modern || got.Dialect().CapabilityList {
 		t.Errorf("hanging runtime: %+v, want today's runc assumed %+v", got, modern)
 	}
 	if d := time.Since(start); d > 15*time.Second {

@@ -46,15 +46,19 @@ type containerRecord struct {
 	Created      time.Time      `json:"created"`
 	Incarnation  string         `json:"incarnation"`
 	StartTimeout time.Duration  `json:"startTimeout,omitempty"`
+	// Translated: the runtime cannot read the bundle's dialect and runs
+	// the daemon's translation of it, in <container dir>/.bundle
+	// (translate.go); Spec.Dialect is then the translation's.
+	Translated bool `json:"translated,omitempty"`
 }
 
 // processRecord is process.json, written by the daemon before the shim
 // starts (layout in docs/shim-contract.md).
 type processRecord struct {
 	Exec bool `json:"exec"`
-	// Process is written in dialect, the bundle's spec version's shape
-	// (the shim hands it to `runc exec --process` as it is), and read back
-	// in either shape; see MarshalJSON.
+	// Process is written in dialect, the shape of the spec the runtime
+	// runs (the shim hands it to `runc exec --process` as it is), and read
+	// back in either shape; see MarshalJSON.
 	Process specs.ProcessSpec `json:"-"`
 	dialect bundle.Dialect
 	Stdin   string `json:"stdin"`

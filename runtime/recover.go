@@ -39,7 +39,7 @@ func Recover(root, id string, h RecoverHint) (*Container, error) {
 	}
 	dir := filepath.Join(root, id)
 	c := &Container{root: root, rec: recoveredRecord(dir, id, h), processes: map[string]*Process{}}
-	c.fillFromRuntime()
+	c.fillFromRuntime(dir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("recover container %q: %w", id, err)
@@ -81,8 +81,10 @@ func recoveredRecord(dir, id string, h RecoverHint) containerRecord {
 }
 
 // fillFromRuntime takes the bundle and creation time from the runtime's
-// state, and the spec from the bundle, when they can be had.
-func (c *Container) fillFromRuntime() {
+// state, and the spec from the bundle, when they can be had. A runtime that
+// runs the daemon's translated bundle reports that one: the client's is
+// read from it, and the spec keeps the translation's dialect.
+func (c *Container) fillFromRuntime(dir string) {
 	ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
 	defer cancel()
 	st, err := c.runc().State(ctx, c.rec.ID)
@@ -91,9 +93,17 @@ func (c *Container) fillFromRuntime() {
 		return
 	}
 	c.rec.Bundle, c.rec.Created = st.Bundle, st.Created.UTC()
-	if cfg, err := bundle.ReadConfig(st.Bundle); err == nil {
-		c.rec.Spec = cfg
+	if client, ok := clientBundle(dir, st.Bundle); ok {
+		c.rec.Bundle, c.rec.Translated = client, true
 	}
+	cfg, err := bundle.ReadConfig(c.rec.Bundle)
+	if err != nil {
+		return
+	}
+	if c.rec.Translated {
+		cfg.Dialect = RuntimeFeatures(c.rec.Runtime).Dialect()
+	}
+	c.rec.Spec = cfg
 }
 
 // saveRecovered keeps the damaged state.json aside (in the container dir)

@@ -172,8 +172,8 @@ func (c *Container) Pids(ctx context.Context) ([]int, error) {
 }
 
 // UpdateResources applies r with `runc update --resources=-`, r written
-// in the dialect of the container's bundle (docs/api.md 7.1). A nil r is a
-// no-op. A failure answers runc's output as it is (v0.2.9's text).
+// in the dialect of the spec the runtime runs: the bundle's, or its
+// translation's (docs/api.md 7.1, 7.3). A nil r is a no-op. A failure answers runc's output as it is (v0.2.9's text).
 func (c *Container) UpdateResources(ctx context.Context, r *specs.LinuxResources) error {
 	if r == nil {
 		return nil

@@ -16,7 +16,7 @@ import (
 // error, when the shim was started) is what abortStart must kill.
 func (p *Process) runShim(ctx context.Context) (*shimProc, error) {
 	c := p.c
-	sp, report, err := spawnShim(c.rec.Shim, []string{c.rec.ID, c.rec.Bundle, c.rec.Runtime}, p.dir())
+	sp, report, err := spawnShim(c.rec.Shim, []string{c.rec.ID, c.runtimeBundle(), c.rec.Runtime}, p.dir())
 	if err != nil {
 		return nil, err
 	}

@@ -106,9 +106,10 @@ func (c *Container) Exec(ctx context.Context, pid string, spec specs.ProcessSpec
 }
 
 // newRecord describes a process of this container. Its process object is
-// written in the dialect of the bundle's spec version, as the container's
-// runtime reads it (a record from before the daemon kept the bundle's
-// config: today's dialect, root ids 0).
+// written in the dialect of the spec the runtime runs (the bundle's, or
+// its translation's: Config.Dialect), as the container's runtime reads it
+// (a record from before the daemon kept the bundle's config: today's
+// dialect, root ids 0).
 func (c *Container) newRecord(spec specs.ProcessSpec, stdio Stdio) processRecord {
 	var bc bundle.Config
 	if c.rec.Spec != nil {
