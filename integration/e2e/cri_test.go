@@ -40,6 +40,9 @@ type criEnv struct {
 	subnet string // the pods' /24
 	bridge string
 	logDir string
+	// cniConf is the network's conflist, ipamDir host-local's dataDir.
+	cniConf, ipamDir string
+	sock             string // the CRI socket
 }
 
 func randHex(n int) string {
@@ -53,6 +56,15 @@ func randHex(n int) string {
 // flags, knowing the registry.
 func newCRIEnv(t *testing.T, extra ...func(*criEnv) []string) *criEnv {
 	t.Helper()
+	e := prepareCRIEnv(t, extra...)
+	e.start(t)
+	return e
+}
+
+// prepareCRIEnv is newCRIEnv without the daemon's start: the caller may
+// change the daemon (its binary, a wrapper) and the network's conflist.
+func prepareCRIEnv(t *testing.T, extra ...func(*criEnv) []string) *criEnv {
+	t.Helper()
 	fixture.RequireRoot(t)
 	for _, p := range []string{"bridge", "host-local", "loopback", "portmap"} {
 		if _, err := os.Stat(filepath.Join("/usr/lib/cni", p)); err != nil {
@@ -65,28 +77,30 @@ func newCRIEnv(t *testing.T, extra ...func(*criEnv) []string) *criEnv {
 	e.subnet = fmt.Sprintf("10.%d.%d.0/24", 200+int(b[0])%50, b[1])
 	e.bridge = "cri" + randHex(4)
 	confDir, tmp := t.TempDir(), t.TempDir()
+	e.cniConf, e.ipamDir = filepath.Join(confDir, "10-test.conflist"), filepath.Join(tmp, "ipam")
 	conf := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "crie2e-%s", "plugins": [
   {"type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false,
    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "dataDir": %q, "routes": [{"dst": "0.0.0.0/0"}]}},
-  {"type": "portmap", "capabilities": {"portMappings": true}}]}`, e.bridge, e.bridge, e.subnet, filepath.Join(tmp, "ipam"))
-	if err := os.WriteFile(filepath.Join(confDir, "10-test.conflist"), []byte(conf), 0o644); err != nil {
+  {"type": "portmap", "capabilities": {"portMappings": true}}]}`, e.bridge, e.bridge, e.subnet, e.ipamDir)
+	if err := os.WriteFile(e.cniConf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var dir string
 	t.Cleanup(func() { unmountUnder(t, dir) }) // last: after the daemon is gone
 	d := fixture.NewDaemon(t)
 	dir = d.Dir
+	e.d = d
 	if fixture.OldRuntime() {
 		// The CRI runs today's OCI specs: with `make test`'s second pass
 		// (RUNC=runc 1.0.0-rc2, for 0.2 clients) it still uses bin/runc.
 		d.Runtime = filepath.Join(fixture.RepoRoot(), "bin", "runc")
 	}
-	sock := filepath.Join(d.Dir, "cri.sock")
+	e.sock = filepath.Join(d.Dir, "cri.sock")
 	var more []string
 	for _, f := range extra {
 		more = append(more, f(e)...)
 	}
-	d.Args = append(d.Args, "--cri-listen", sock, "--cni-conf-dir", confDir, "--insecure-registry", e.reg.Host)
+	d.Args = append(d.Args, "--cri-listen", e.sock, "--cni-conf-dir", confDir, "--insecure-registry", e.reg.Host)
 	if !slices.Contains(more, "--root") {
 		d.Args = append(d.Args, "--root", filepath.Join(d.Dir, "root"))
 	}
@@ -94,6 +108,13 @@ func newCRIEnv(t *testing.T, extra ...func(*criEnv) []string) *criEnv {
 		d.Args = append(d.Args, "--sandbox-pause", fixture.Pause(t))
 	}
 	d.Args = append(d.Args, more...)
+	return e
+}
+
+// start starts the daemon of a prepared env and connects to its CRI.
+func (e *criEnv) start(t *testing.T) {
+	t.Helper()
+	d := e.d
 	d.Start()
 	t.Cleanup(func() {
 		if strings.Contains(d.Log.String(), raceWarning) {
@@ -101,14 +122,13 @@ func newCRIEnv(t *testing.T, extra ...func(*criEnv) []string) *criEnv {
 		}
 	})
 	t.Cleanup(func() { deleteLink(e.bridge) })
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+e.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	e.d, e.rt, e.img = d, runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn)
+	e.rt, e.img = runtimeapi.NewRuntimeServiceClient(conn), runtimeapi.NewImageServiceClient(conn)
 	t.Cleanup(e.removeAllPods) // first: while the daemon runs, as kubelet would
-	return e
 }
 
 // removeAllPods removes what a failed test left, through the CRI.
