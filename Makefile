@@ -20,11 +20,19 @@ export TESTINIT := $(BIN)/testinit
 
 GOFILES := $(shell find . -name '*.go' -not -path './bin/*')
 
-.PHONY: all build test lint vet fmt-check staticcheck tidy-check demo bench reliability clean
+.PHONY: all build test lint vet fmt-check staticcheck tidy-check docs-check demo bench reliability clean
 
 all: build
 
-build: $(BIN)/containerd $(BIN)/containerd-shim $(BIN)/ctr $(BIN)/runc $(BIN)/runc-rc2 $(BIN)/testinit $(BIN)/mkbundle $(BIN)/pause
+BINARIES := containerd containerd-shim ctr runc runc-rc2 testinit mkbundle pause
+
+build: $(addprefix $(BIN)/,$(BINARIES))
+
+# Each binary by its name as typed from the repo (`make bin/runc`) too: the
+# rules below are written for absolute paths, which a relative name does not
+# match. A phony alias with no recipe just brings its file up to date.
+.PHONY: $(addprefix bin/,$(BINARIES))
+$(addprefix bin/,$(BINARIES)): bin/%: $(BIN)/%
 
 # The daemon and ctr are built static (no libc mapped: about 1.5 MiB less
 # resident) and without urfave/cli's man page generator (md2man and
@@ -88,15 +96,22 @@ demo: build
 	./integration/demo/demo.sh
 
 # Static checks, all of which `make test` runs first: formatting, go vet,
-# staticcheck (the version pinned in go.mod as a `tool`), and a go.mod/go.sum
-# that `go mod tidy` would leave as they are.
-lint: fmt-check vet staticcheck tidy-check
+# staticcheck (the version pinned in go.mod as a `tool`), a go.mod/go.sum
+# that `go mod tidy` would leave as they are, and docs and comments that
+# refer to nothing outside the repository.
+lint: fmt-check vet staticcheck tidy-check docs-check
 
 staticcheck:
 	$(GO) tool staticcheck ./...
 
 tidy-check:
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy" >&2; exit 1; }
+
+# No numbered issues, work-log stops or paths outside the repository in docs,
+# scripts and comments: a reader has only the repository
+# (integration/repocheck).
+docs-check:
+	$(GO) test -count=1 -run TestDocsStandOnTheRepo ./integration/repocheck
 
 fmt-check:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*')); \

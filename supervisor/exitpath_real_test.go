@@ -1,6 +1,6 @@
 package supervisor
 
-// The exit path on real shims and runc (issue 9, "Must show"): an exit is
+// The exit path on real shims and runc: an exit is
 // published at the reap, whatever the container's stdout, the daemon's other
 // work or the execs left behind, exactly once and with its real status.
 

@@ -1,6 +1,6 @@
 package supervisor
 
-// The exit path's rules on the fake runtime, monitor and clock (issue 9):
+// The exit path's rules on the fake runtime, monitor and clock:
 // an init's exit waits for its execs' real exits however long they take,
 // an old incarnation's late reports touch nothing of the new one, and a
 // flood of creates is bounded without delaying an exit. The same rules on

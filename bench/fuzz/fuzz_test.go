@@ -382,7 +382,7 @@ type fakeStream struct {
 func (f *fakeStream) Context() context.Context { return f.ctx }
 func (f *fakeStream) Send(*types.Event) error  { f.n++; return nil }
 
-// SendMsg is what Events sends with (pre-encoded events, since stop 23):
+// SendMsg is what Events sends its pre-encoded events with:
 // without it the embedded nil ServerStream was called.
 func (f *fakeStream) SendMsg(any) error            { f.n++; return nil }
 func (f *fakeStream) SetHeader(metadata.MD) error  { return nil }

@@ -151,7 +151,8 @@ func (h *hostPaths) changes() []string {
 }
 
 // table is the requests that name host paths, flood the labels, or name a
-// runtime that fails at once (issue 11's cases), each with a fresh id.
+// runtime that fails at once (/bin/false, a missing binary), each with a
+// fresh id.
 func (h *hostPaths) table(good, victim string, uniq func(string) string) []badCase {
 	var t []badCase
 	add := func(rpc, name string, want []codes.Code, call func(context.Context, types.APIClient) error) {

@@ -169,7 +169,7 @@ func TestBadInput(t *testing.T) {
 
 	// runc 1.0.0-rc2 writes its message to its stderr only, never to its
 	// log: without a stderr path from the client the shim has no message
-	// to pass on (until it captures runc's stderr itself, issue 11).
+	// to pass on but what it captures of runc's stderr.
 	missingExe := "~/no/such/binary"
 	if fixture.OldRuntime() {
 		missingExe = "~oci runtime error: "
@@ -309,7 +309,7 @@ func TestBadInput(t *testing.T) {
 			codes.InvalidArgument, "~invalid timestamp"},
 		{"events: year before 1", events(&types.EventsRequest{Timestamp: &timestamppb.Timestamp{Seconds: -1e12}}),
 			codes.InvalidArgument, "~invalid timestamp"},
-		{"events: afterSeq far ahead", events(&types.EventsRequest{StoredOnly: true, AfterSeq: math.MaxUint64}), codes.FailedPrecondition, "~is beyond the end of journal"}, // a cursor of another journal (issue 10)
+		{"events: afterSeq far ahead", events(&types.EventsRequest{StoredOnly: true, AfterSeq: math.MaxUint64}), codes.FailedPrecondition, "~is beyond the end of journal"}, // a cursor of another journal
 	}
 
 	// A checkpoint that fails (here: no CRIU) into dirs it had to make

@@ -14,7 +14,7 @@ import (
 	"github.com/evjournal/containerd/integration/fixture"
 )
 
-// TestCtrInterruptedAttachDoesNotHoldExit (issue 9): an attached `ctr
+// TestCtrInterruptedAttachDoesNotHoldExit: an attached `ctr
 // containers start --attach` whose own stdout nobody reads is interrupted
 // (Ctrl-C) while its container floods stdout; the container's output FIFO
 // then stays full for good. Killing the container publishes its exit at

@@ -148,7 +148,7 @@ func (x *exiter) report(plain, unread, loaded exitSeries, floor []float64, polls
 			Note: "ref. containerd 1.6 p95 1.0–1.3 ms on this machine"})
 	}
 	ratio := loaded.p(99) / plain.p(99)
-	// "Within a few ms of the same run without pollers" (issue 9), taken as 5.
+	// The goal is "within a few ms of the same run without pollers", taken as 5.
 	goal := plain.p(99) + 5
 	rep.Add(harness.Figure{Name: "exit_event_p99_under_state_load_ms", Value: loaded.p(99), Unit: "ms",
 		Target: fmt.Sprintf("<= %.1f (p99 without pollers + 5 ms)", goal), Goal: goal, Max: true,

@@ -61,8 +61,8 @@ func writeResults(path string, b *bench, took time.Duration, load string, quickR
 	return os.WriteFile(path, []byte(sb.String()), 0o644)
 }
 
-// isDetail tells the supporting lines from the figures the issue names
-// (those carry a floor or a note).
+// isDetail tells the supporting lines from the headline figures (those
+// carry a floor or a note).
 func isDetail(name string) bool {
 	for _, f := range []string{"daemon_rss_idle_mib", "start_ratio_vs_runc", "concurrent_start_ratio_vs_runc", "exit_event_p50_ms", "exit_event_p99_ms",
 		"exit_event_unread_stdout_p99_ms", "exit_reap_to_subscriber_p50_ms", "exit_reap_to_subscriber_p95_ms", "exit_event_p99_under_state_load_ms",

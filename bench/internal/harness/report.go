@@ -13,7 +13,7 @@ type Figure struct {
 	Name  string
 	Value float64
 	Unit  string
-	// Target is the goal ("<= 1.2"); Goal and Max say how to
+	// Target is the figure's goal as written ("<= 1.2"); Goal and Max say how to
 	// compare: the value must be <= Goal when Max, >= Goal otherwise.
 	Target string
 	Goal   float64
