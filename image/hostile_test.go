@@ -3,6 +3,7 @@ package image_test
 import (
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -45,30 +46,6 @@ func allocatedBy(f func()) uint64 {
 // to its bound, and change.
 const pullBudget = 3 * image.MaxManifestSize
 
-// endless is a body of n bytes of a JSON manifest that lists layers for
-// ever, made as it is read.
-func endless(n int64) func() io.Reader {
-	head := `{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","layers":[`
-	entry := fmt.Sprintf(`{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","size":1,"digest":"sha256:%064d"},`, 0)
-	return func() io.Reader {
-		return io.LimitReader(io.MultiReader(strings.NewReader(head), repeat(entry)), n)
-	}
-}
-
-func repeat(s string) io.Reader {
-	return readerFunc(func(p []byte) (int, error) {
-		n := 0
-		for n < len(p) {
-			n += copy(p[n:], s)
-		}
-		return n, nil
-	})
-}
-
-type readerFunc func([]byte) (int, error)
-
-func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
-
 // zeroLayers is an image of no layer: enough for the bounds on its way.
 func zeroLayers(t *testing.T, reg *fixture.HostileRegistry, repo, tag string) v1.Descriptor {
 	return reg.Image(t, repo, tag, fixture.HostileImage{})
@@ -82,8 +59,8 @@ func TestPullManifestBound(t *testing.T) {
 	reg := fixture.NewHostileRegistry(t)
 	s, root := newStore(t, image.Options{})
 	const size = 80 << 20
-	reg.Put("big/manifests/announced", fixture.Response{ContentType: string(types.OCIManifestSchema1), Body: endless(size), Length: size})
-	reg.Put("big/manifests/chunked", fixture.Response{ContentType: string(types.OCIManifestSchema1), Body: endless(size)})
+	reg.Put("big/manifests/announced", fixture.Response{ContentType: string(types.OCIManifestSchema1), Body: fixture.EndlessManifest(size), Length: size})
+	reg.Put("big/manifests/chunked", fixture.Response{ContentType: string(types.OCIManifestSchema1), Body: fixture.EndlessManifest(size)})
 	child := v1.Descriptor{MediaType: types.OCIManifestSchema1, Size: size, Digest: v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("1", 64)},
 		Platform: &v1.Platform{OS: "linux", Architecture: runtime.GOARCH}}
 	reg.Manifest(t, "big", "index", types.OCIImageIndex, v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: []v1.Descriptor{child}})
@@ -109,7 +86,7 @@ func TestPullConfigBound(t *testing.T) {
 	reg := fixture.NewHostileRegistry(t)
 	s, root := newStore(t, image.Options{})
 	huge := v1.Descriptor{MediaType: types.OCIConfigJSON, Size: 900 << 20, Digest: v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("2", 64)}}
-	reg.Put("cfg/blobs/"+huge.Digest.String(), fixture.Response{Body: endless(huge.Size)})
+	reg.Put("cfg/blobs/"+huge.Digest.String(), fixture.Response{Body: fixture.EndlessManifest(huge.Size)})
 	reg.Image(t, "cfg", "declared", fixture.HostileImage{Manifest: func(m *v1.Manifest) { m.Config = huge }})
 	_, err := s.Pull(ctx(t), reg.Host+"/cfg:declared", nil)
 	wantRefused(t, "config declared 900 MiB", err, errdefs.IsInvalidArgument, "config size bound", huge.Digest.String())
@@ -119,7 +96,7 @@ func TestPullConfigBound(t *testing.T) {
 
 	liar := huge
 	liar.Size, liar.Digest.Hex = 1000, strings.Repeat("3", 64)
-	reg.Put("cfg/blobs/"+liar.Digest.String(), fixture.Response{Body: endless(huge.Size)})
+	reg.Put("cfg/blobs/"+liar.Digest.String(), fixture.Response{Body: fixture.EndlessManifest(huge.Size)})
 	reg.Image(t, "cfg", "liar", fixture.HostileImage{Manifest: func(m *v1.Manifest) { m.Config = liar }})
 	n := allocatedBy(func() { _, err = s.Pull(ctx(t), reg.Host+"/cfg:liar", nil) })
 	wantRefused(t, "config served 900 MiB long", err, errdefs.IsDataLoss, liar.Digest.String())
@@ -129,35 +106,17 @@ func TestPullConfigBound(t *testing.T) {
 	wantEmptyStore(t, s, root)
 }
 
-// indexChain serves depth indexes, each the only child of the one above,
-// over an image of no layer, in repo; the top one is tagged "top". It returns the
-// descriptors, top first, the image manifest last.
-func indexChain(t *testing.T, reg *fixture.HostileRegistry, repo string, depth int) []v1.Descriptor {
-	chain := []v1.Descriptor{zeroLayers(t, reg, repo, "")}
-	for i := range depth {
-		child := chain[0]
-		child.Platform = &v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
-		top := ""
-		if i == depth-1 {
-			top = "top"
-		}
-		idx := reg.Manifest(t, repo, top, types.OCIImageIndex, v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: []v1.Descriptor{child}})
-		chain = append([]v1.Descriptor{idx}, chain...)
-	}
-	return chain
-}
-
 // TestPullIndexDepth: a chain of MaxIndexDepth indexes is followed to its
 // image; one more is refused as invalid, naming the bound, and the
 // manifests below the bound are never asked for.
 func TestPullIndexDepth(t *testing.T) {
 	reg := fixture.NewHostileRegistry(t)
 	s, _ := newStore(t, image.Options{})
-	indexChain(t, reg, "deepest", image.MaxIndexDepth)
+	reg.IndexChain(t, "deepest", "top", image.MaxIndexDepth)
 	if _, err := s.Pull(ctx(t), reg.Host+"/deepest:top", nil); err != nil {
 		t.Fatalf("a chain of %d indexes: %v", image.MaxIndexDepth, err)
 	}
-	chain := indexChain(t, reg, "too-deep", image.MaxIndexDepth+2)
+	chain := reg.IndexChain(t, "too-deep", "top", image.MaxIndexDepth+2)
 	_, err := s.Pull(ctx(t), reg.Host+"/too-deep:top", nil)
 	wantRefused(t, "a chain one index too deep", err, errdefs.IsInvalidArgument, "index depth bound", chain[image.MaxIndexDepth].Digest.String())
 	for _, d := range chain[image.MaxIndexDepth+1:] {
@@ -202,6 +161,11 @@ func TestPullDeclaredSizes(t *testing.T) {
 	if n := reg.Requests("sizes/blobs/"+a.Desc.Digest.String()) + reg.Requests("sizes/blobs/"+b.Desc.Digest.String()); n != 0 {
 		t.Errorf("%d layer downloads, want none", n)
 	}
+	reg.Image(t, "sizes", "overflow", fixture.HostileImage{Layers: []fixture.Layer{a, b}, Manifest: func(m *v1.Manifest) {
+		m.Layers[0].Size, m.Layers[1].Size = math.MaxInt64, math.MaxInt64
+	}})
+	_, err = s.Pull(ctx(t), reg.Host+"/sizes:overflow", nil)
+	wantRefused(t, "layer sizes whose sum overflows", err, errdefs.IsInvalidArgument, "image size bound")
 	reg.Image(t, "sizes", "negative", fixture.HostileImage{Layers: []fixture.Layer{a}, Manifest: func(m *v1.Manifest) { m.Layers[0].Size = -1 }})
 	_, err = s.Pull(ctx(t), reg.Host+"/sizes:negative", nil)
 	wantRefused(t, "a negative layer size", err, errdefs.IsInvalidArgument, "negative size")

@@ -150,9 +150,13 @@ func layerIDs(res *resolved) (diffIDs, chains []string, err error) {
 // the uncompressed ones while they unpack.
 func (s *Store) fetchLayers(ctx context.Context, reg *registry, res *resolved, diffIDs, chains []string) (uint64, error) {
 	b := newBudget(s.limits.MaxImageSize)
-	var declared int64
+	var declared int64 // saturating: not negative (checkLayers), but as large as a registry says
 	for _, l := range res.layers {
-		declared = min(declared+l.Size, math.MaxInt64/2) // no overflow: MaxLayers sizes, each not negative
+		if l.Size > math.MaxInt64-declared {
+			declared = math.MaxInt64
+			break
+		}
+		declared += l.Size
 	}
 	if declared > b.limit {
 		return 0, overBound("the layers of manifest "+res.digest.String(), declared, "image size bound", b.limit)
