@@ -129,7 +129,9 @@ func (r *registry) smallBlob(ctx context.Context, d v1.Descriptor, what string, 
 	defer body.Close()
 	raw, err := readBounded(body, -1, d.Size, what+" "+d.Digest.String(), "size its descriptor declares")
 	if errdefs.IsInvalidArgument(err) {
-		return nil, errmark.Mark(err, errdefs.ErrDataLoss) // the manifest's bound, not ours
+		// Not a bound of ours crossed: content that is not what its
+		// descriptor says.
+		return nil, fmt.Errorf("%s %s: the registry sent more than the %d bytes its descriptor declares: %w", what, d.Digest, d.Size, errdefs.ErrDataLoss)
 	}
 	if err != nil {
 		return nil, err
