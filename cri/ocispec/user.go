@@ -1,6 +1,7 @@
 package ocispec
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -27,8 +28,9 @@ type userRequest struct {
 // containerUser resolves the process's uid, gid and groups: the config's
 // run_as_user or run_as_username, else the image's User ("uid", "uid:gid",
 // "name", "name:group"...; empty is root). Names are looked up in the
-// rootfs's /etc/passwd and /etc/group, opened within the rootfs (a symlink
-// that leaves it is an error, not a read of the host's file). Unless the
+// rootfs's /etc/passwd and /etc/group, read as every file of an image is
+// (readImageFile: symlinks resolved within the rootfs, never on the host;
+// regular files only, bounded). Unless the
 // policy is Strict, the groups listing the user in /etc/group are added,
 // then the config's supplemental groups; the primary group comes first.
 func containerUser(scope, rootfs string, r userRequest) (specs.User, error) {
@@ -37,11 +39,10 @@ func containerUser(scope, rootfs string, r userRequest) (specs.User, error) {
 	if err != nil {
 		return none, fieldError(scope, field, err)
 	}
-	passwd, group, closeFiles, err := openUserFiles(rootfs)
+	passwd, group, err := openUserFiles(rootfs)
 	if err != nil {
 		return none, fieldError(scope, field, err)
 	}
-	defer closeFiles()
 	eu, err := user.GetExecUser(spec, nil, passwd, group)
 	if err != nil {
 		return none, fieldError(scope, field, err)
@@ -97,46 +98,32 @@ func userSpec(r userRequest) (string, string, error) {
 	return spec, field, nil
 }
 
-// openUserFiles opens etc/passwd and etc/group inside rootfs; a missing
-// file is a nil reader (numeric ids need none). An empty rootfs reads
-// nothing.
-func openUserFiles(rootfs string) (io.Reader, io.Reader, func(), error) {
+// openUserFiles reads /etc/passwd and /etc/group of the rootfs
+// (readImageFile: within the rootfs, regular files only, bounded); a
+// missing file is a nil reader (numeric ids need none). An empty rootfs
+// reads nothing.
+func openUserFiles(rootfs string) (io.Reader, io.Reader, error) {
 	if rootfs == "" {
-		return nil, nil, func() {}, nil
+		return nil, nil, nil
 	}
-	root, err := os.OpenRoot(rootfs)
+	passwd, err := userFile(rootfs, "/etc/passwd")
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("rootfs: %w", err)
+		return nil, nil, err
 	}
-	var files []*os.File
-	open := func(name string) (io.Reader, error) {
-		f, err := root.Open(name)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("rootfs /%s: %w", name, err)
-		}
-		files = append(files, f)
-		return f, nil
+	group, err := userFile(rootfs, "/etc/group")
+	return passwd, group, err
+}
+
+// userFile is one of the files names are looked up in; nil when missing.
+func userFile(rootfs, name string) (io.Reader, error) {
+	data, err := readImageFile(rootfs, name)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
 	}
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-		root.Close()
-	}
-	passwd, err := open("etc/passwd")
 	if err != nil {
-		closeAll()
-		return nil, nil, nil, err
+		return nil, err
 	}
-	group, err := open("etc/group")
-	if err != nil {
-		closeAll()
-		return nil, nil, nil, err
-	}
-	return passwd, group, closeAll, nil
+	return bytes.NewReader(data), nil
 }
 
 func appendGid(gids []uint32, g uint32) []uint32 {
