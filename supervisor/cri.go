@@ -170,9 +170,10 @@ func (s *Supervisor) AbortRemoveObject(ctx context.Context, id, why string) erro
 }
 
 // RemoveObject forgets an object and frees its name: cri-deleted is
-// journaled. A removal frees disk, so it is never refused for a journal
-// that cannot write: its event is then held, journaled in order once the
-// journal writes again, and the reply does not wait for it.
+// journaled, and the reply comes once the runtime's delete of the object's
+// container has run. A removal frees disk, so it is never refused for a
+// journal that cannot write: its event is then held, journaled in order once
+// the journal writes again, and the reply does not wait for it.
 func (s *Supervisor) RemoveObject(ctx context.Context, id string) error {
 	_, err := call(ctx, s, "remove-object", func(done func(struct{}, error)) {
 		o, ok := s.objects.Get(id)
@@ -186,11 +187,20 @@ func (s *Supervisor) RemoveObject(ctx context.Context, id string) error {
 			return
 		}
 		s.emit(journal.Event{Type: journal.TypeCRIDeleted, ID: id})
+		// The reply waits, in the id's work queue, for the runtime's delete
+		// of its container (runc delete: its cgroup, its runc state), so
+		// that a removed pod or container has left nothing when the call
+		// returns. While the journal cannot write, that delete waits for it
+		// too: the reply does not.
+		barrier := func() {
+			s.enqueue(id, step{name: "removed", work: func(context.Context) error { return nil },
+				apply: func(error) { done(struct{}{}, nil) }})
+		}
 		if s.degraded != nil {
-			done(struct{}{}, nil)
+			barrier()
 			return
 		}
-		s.replyAfterCommit(func() { done(struct{}{}, nil) }, func(error) { done(struct{}{}, nil) })
+		s.replyAfterCommit(barrier, func(error) { barrier() })
 	})
 	return err
 }
