@@ -44,7 +44,7 @@ func (s *Server) CreateContainer(ctx context.Context, r *runtimeapi.CreateContai
 	id := newID()
 	name := containerName(sb.rec.ID, cfg.GetMetadata())
 	spec := supervisor.ObjectSpec{Kind: objects.Container, ID: id, SandboxID: sb.rec.ID, Name: name}
-	if err := s.sup.ReserveObject(ctx, spec); err != nil {
+	if err := s.reserve(ctx, spec); err != nil {
 		return nil, toStatus(fmt.Errorf("container %q (attempt %d) in pod %s: %w", cfg.GetMetadata().GetName(), cfg.GetMetadata().GetAttempt(), sb.rec.ID, err))
 	}
 	crashpoint.At("create:after-reserve")
@@ -73,7 +73,7 @@ func (s *Server) makeContainer(ctx context.Context, id string, r *runtimeapi.Cre
 			undo.run(s.log.WithField("container", id))
 		}
 	}()
-	undo.add("release the container's name", func(ctx context.Context) error { return s.sup.ReleaseObject(ctx, id) })
+	undo.add("release the container's name", func(ctx context.Context) error { return s.forgetObject(ctx, id) })
 	cfg, sbCfg := r.GetConfig(), r.GetSandboxConfig()
 	if sbCfg == nil {
 		sbCfg = sb.cfg

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/supervisor"
 	"github.com/evjournal/containerd/supervisor/objects"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -188,6 +189,26 @@ func sandboxName(m *runtimeapi.PodSandboxMetadata) string {
 
 func containerName(sandboxID string, m *runtimeapi.ContainerMetadata) string {
 	return fmt.Sprintf("container/%s/%s/%d", sandboxID, m.GetName(), m.GetAttempt())
+}
+
+// reserve takes spec's name in the loop. When the caller's context ended
+// during the call, the loop may have reserved without the reply coming
+// back: the reservation is released with a context of its own, or the name
+// would stay taken until a restart. Releasing what holds nothing is a no-op.
+func (s *Server) reserve(ctx context.Context, spec supervisor.ObjectSpec) error {
+	err := s.sup.ReserveObject(ctx, spec)
+	if err != nil && ctx.Err() != nil {
+		undo := &undoList{}
+		undo.add("release the name", func(ctx context.Context) error { return s.sup.ReleaseObject(ctx, spec.ID) })
+		undo.run(s.log.WithField("id", spec.ID))
+	}
+	return err
+}
+
+// forgetObject undoes a reservation: released, or removed when the loop
+// committed it but the reply was lost (the caller's context ended).
+func (s *Server) forgetObject(ctx context.Context, id string) error {
+	return s.sup.RemoveObject(ctx, id)
 }
 
 // objectOf asks the loop for id's lifecycle; an object the loop does not

@@ -40,7 +40,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, r *runtimeapi.RunPodSandboxR
 	}
 	id := newID()
 	name := sandboxName(cfg.GetMetadata())
-	if err := s.sup.ReserveObject(ctx, supervisor.ObjectSpec{Kind: objects.Sandbox, ID: id, Name: name}); err != nil {
+	if err := s.reserve(ctx, supervisor.ObjectSpec{Kind: objects.Sandbox, ID: id, Name: name}); err != nil {
 		return nil, toStatus(fmt.Errorf("sandbox %s: %w", name, err))
 	}
 	crashpoint.At("run-pod:after-reserve")
@@ -58,7 +58,7 @@ func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodS
 			undo.run(log)
 		}
 	}()
-	undo.add("release the pod's name", func(ctx context.Context) error { return s.sup.ReleaseObject(ctx, id) })
+	undo.add("release the pod's name", func(ctx context.Context) error { return s.forgetObject(ctx, id) })
 	p, err := s.prepareSandbox(ctx, id, cfg, undo)
 	if err != nil {
 		return err
