@@ -229,13 +229,25 @@ func (s *Supervisor) applyToObjects(ev journal.Event) {
 
 // exitLostObjects gives every running object that the supervisor has no
 // container for an exit of 255: its process is gone and its exit was
-// never journaled (a reboot, a lost state dir).
+// never journaled (a reboot, a lost state dir). A container the restore
+// found retired is not lost: the daemon died between its retire and the
+// journaling of its exit (which a stop had seen already), and the restore
+// replays that exit with its real status.
 func (s *Supervisor) exitLostObjects(why string) {
+	retired := map[string]string{} // id -> incarnation, of the containers finished from .retired
+	for _, e := range s.procs {
+		if e.removed && e.c != nil {
+			retired[e.id] = e.c.Incarnation()
+		}
+	}
 	for _, o := range s.objects.List() {
 		if o.State != objects.Running {
 			continue
 		}
 		if _, ok := s.containers[o.ID]; ok {
+			continue
+		}
+		if inc, ok := retired[o.ID]; ok && inc == o.Incarnation {
 			continue
 		}
 		s.log.WithField("container", o.ID).WithField("kind", o.Kind).Warn("cri: " + why + "; its exit is unknown: 255")
