@@ -14,12 +14,14 @@ var appArmorEnabled = func() bool {
 	return err == nil && strings.TrimSpace(string(b)) == "Y"
 }
 
-// appArmorProfile returns the profile name to set, if any. Unconfined,
-// unset and RuntimeDefault ask for nothing this runtime must do (it ships
-// no AppArmor profile of its own, as containerd on a host without
-// AppArmor); a Localhost profile is set when the host has AppArmor and is
-// an error otherwise, since the pod asked for a confinement it would not
-// get.
+// appArmorProfile returns the profile name to set, if any. On a host with
+// AppArmor, RuntimeDefault and unset (typed or legacy) get the default
+// profile (DefaultAppArmorProfile, loaded here if the kernel lacks it), as
+// containerd and CRI-O give it; Unconfined gets none. A Localhost profile
+// is set when the host has AppArmor and is an error otherwise, since the
+// pod asked for a confinement it would not get. Without AppArmor only a
+// Localhost profile is an error. (A privileged container gets no profile:
+// its caller does not ask.)
 func appArmorProfile(scope string, prof *runtime.SecurityProfile, legacy string) (string, error) {
 	name := ""
 	switch {
@@ -27,8 +29,10 @@ func appArmorProfile(scope string, prof *runtime.SecurityProfile, legacy string)
 		name = prof.GetLocalhostRef()
 	case prof == nil && strings.HasPrefix(legacy, "localhost/"):
 		name = strings.TrimPrefix(legacy, "localhost/")
-	default:
+	case prof != nil && prof.GetProfileType() == runtime.SecurityProfile_Unconfined, prof == nil && legacy == "unconfined":
 		return "", nil
+	default: // RuntimeDefault, or nothing asked
+		return defaultAppArmor()
 	}
 	if name == "" {
 		return "", fieldErrorf(scope, "apparmor", "a Localhost profile needs a name")
@@ -38,6 +42,21 @@ func appArmorProfile(scope string, prof *runtime.SecurityProfile, legacy string)
 	}
 	return name, nil
 }
+
+// defaultAppArmor is the default profile on a host with AppArmor, loaded.
+func defaultAppArmor() (string, error) {
+	if !appArmorEnabled() {
+		return "", nil
+	}
+	if err := ensureAppArmor(); err != nil {
+		return "", err
+	}
+	return DefaultAppArmorProfile, nil
+}
+
+// ensureAppArmor loads the default profile if needed (a variable for
+// tests).
+var ensureAppArmor = ensureDefaultAppArmor
 
 // checkSELinux refuses SELinux options: this runtime applies no labels
 // (the host kernel has no SELinux), and a pod that names a context expects

@@ -33,6 +33,21 @@ import (
 //     and the query 0xffffffff).
 //   - ptrace is allowed to all from kernel 4.8 on (before it, a traced
 //     process could bypass seccomp), and to CAP_SYS_PTRACE holders always.
+//   - socket is allowed for every address family but AF_ALG (the kernel's
+//     crypto API, a history of bugs reachable from any process) and
+//     AF_VSOCK (the host's and other VMs' sockets), as containerd denies
+//     both (socketcall, the 32-bit x86 multiplexer whose arguments seccomp
+//     cannot read, stays allowed as in containerd's).
+//   - uretprobe is allowed: the kernel (6.11 on) calls it from the
+//     trampoline of a return probe a tracer put in the process; denied, a
+//     traced program would crash (containerd allows it too).
+//
+// It is at least as strict as containerd's default (compared with
+// containerd's main branch of August 2026): every syscall allowed here
+// unconditionally is allowed there too, but for the architecture-specific
+// ones containerd lists per architecture; the legacy signal calls
+// (signal, sigaction...) and olduname are not allowed, and get_mempolicy
+// only with CAP_SYS_NICE, as there.
 func DefaultSeccomp(caps []string) *specs.LinuxSeccomp {
 	return defaultSeccomp(caps, kernelVersion())
 }
@@ -57,6 +72,7 @@ func defaultSeccomp(caps []string, kernel [2]int) *specs.LinuxSeccomp {
 	slices.Sort(allowed)
 	s.Syscalls = append(s.Syscalls, specs.LinuxSyscall{Names: slices.Compact(allowed), Action: specs.ActAllow})
 	s.Syscalls = append(s.Syscalls, personalityRules()...)
+	s.Syscalls = append(s.Syscalls, socketRules()...)
 	if !slices.Contains(caps, "CAP_SYS_ADMIN") {
 		s.Syscalls = append(s.Syscalls, noNamespaceRules()...)
 	}
@@ -77,6 +93,24 @@ func noNamespaceRules() []specs.LinuxSyscall {
 	return []specs.LinuxSyscall{
 		{Names: []string{"clone", "unshare"}, Action: specs.ActAllow, Args: noNew},
 		{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys},
+	}
+}
+
+// socketRules allow socket(2) for every address family below AF_ALG (38),
+// AF_ALG+1 (39, AF_NFC) and every one above AF_VSOCK (40): AF_ALG and
+// AF_VSOCK match no rule and get the default EPERM. Three single-condition
+// rules rather than one rule with two "not equal" conditions: runc gives
+// libseccomp each condition on the same argument as a rule of its own,
+// which would allow both families (containerd's profile says why).
+func socketRules() []specs.LinuxSyscall {
+	rule := func(op specs.LinuxSeccompOperator, v uint64) specs.LinuxSyscall {
+		return specs.LinuxSyscall{Names: []string{"socket"}, Action: specs.ActAllow,
+			Args: []specs.LinuxSeccompArg{{Index: 0, Value: v, Op: op}}}
+	}
+	return []specs.LinuxSyscall{
+		rule(specs.OpLessThan, unix.AF_ALG),
+		rule(specs.OpEqualTo, unix.AF_ALG+1),
+		rule(specs.OpGreaterThan, unix.AF_VSOCK),
 	}
 }
 
@@ -120,7 +154,7 @@ var capGated = []capGate{
 	{"CAP_SYS_RAWIO", []string{"iopl", "ioperm"}},
 	{"CAP_SYS_TIME", []string{"settimeofday", "stime", "clock_settime", "clock_settime64"}},
 	{"CAP_SYS_TTY_CONFIG", []string{"vhangup"}},
-	{"CAP_SYS_NICE", []string{"mbind", "set_mempolicy", "set_mempolicy_home_node", "move_pages", "migrate_pages"}},
+	{"CAP_SYS_NICE", []string{"get_mempolicy", "mbind", "set_mempolicy", "set_mempolicy_home_node", "move_pages", "migrate_pages"}},
 	{"CAP_DAC_READ_SEARCH", []string{"open_by_handle_at", "name_to_handle_at"}},
 }
 
@@ -164,7 +198,7 @@ var (
 	memoryCalls = []string{
 		"brk", "mmap", "mmap2", "munmap", "mremap", "mprotect", "msync", "madvise", "mincore",
 		"mlock", "mlock2", "mlockall", "munlock", "munlockall", "remap_file_pages", "membarrier",
-		"pkey_alloc", "pkey_free", "pkey_mprotect", "get_mempolicy", "map_shadow_stack", "mseal",
+		"pkey_alloc", "pkey_free", "pkey_mprotect", "map_shadow_stack", "mseal",
 	}
 	processCalls = []string{
 		"execve", "execveat", "fork", "vfork", "exit", "exit_group", "wait4", "waitid", "waitpid",
@@ -180,12 +214,11 @@ var (
 		"sched_get_priority_max", "sched_get_priority_min", "sched_rr_get_interval", "sched_rr_get_interval_time64",
 		"prctl", "seccomp", "set_tid_address", "set_robust_list", "get_robust_list", "rseq",
 		"futex", "futex_time64", "futex_waitv", "futex_wake", "futex_wait", "futex_requeue",
-		"getrandom", "uname", "olduname", "oldolduname", "sysinfo", "getcpu", "restart_syscall",
-		"pidfd_open", "pidfd_send_signal",
+		"getrandom", "uname", "sysinfo", "getcpu", "restart_syscall",
+		"pidfd_open", "pidfd_send_signal", "uretprobe",
 	}
 	signalCalls = []string{
-		"kill", "tkill", "tgkill", "pause", "sigaltstack", "signal", "sigaction", "sigprocmask", "sigpending",
-		"sigsuspend", "sigreturn", "rt_sigaction", "rt_sigprocmask", "rt_sigpending", "rt_sigsuspend",
+		"kill", "tkill", "tgkill", "pause", "sigaltstack", "sigprocmask", "sigreturn", "rt_sigaction", "rt_sigprocmask", "rt_sigpending", "rt_sigsuspend",
 		"rt_sigreturn", "rt_sigtimedwait", "rt_sigtimedwait_time64", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
 	}
 	timeCalls = []string{
@@ -200,7 +233,7 @@ var (
 		"mq_timedsend_time64", "mq_timedreceive", "mq_timedreceive_time64", "mq_notify", "mq_getsetattr",
 	}
 	netCalls = []string{
-		"socket", "socketpair", "socketcall", "bind", "connect", "listen", "accept", "accept4", "shutdown",
+		"socketpair", "socketcall", "bind", "connect", "listen", "accept", "accept4", "shutdown",
 		"getsockname", "getpeername", "getsockopt", "setsockopt", "send", "sendto", "sendmsg", "sendmmsg",
 		"recv", "recvfrom", "recvmsg", "recvmmsg", "recvmmsg_time64",
 	}

@@ -30,9 +30,12 @@ func TestDefaultSeccomp(t *testing.T) {
 		allowed, denied []string
 	}{
 		{"no caps", nil, [2]int{6, 1},
-			[]string{"read", "execve", "socket", "ptrace"},
+			[]string{"read", "execve", "ptrace", "socketpair", "uretprobe"},
 			[]string{"mount", "umount2", "keyctl", "add_key", "request_key", "reboot", "kexec_load", "init_module",
-				"bpf", "perf_event_open", "clock_settime", "swapon", "unshare", "setns", "io_uring_setup", "chroot"}},
+				"bpf", "perf_event_open", "clock_settime", "swapon", "unshare", "setns", "io_uring_setup", "chroot",
+				"socket", // allowed for some address families only (TestDefaultSeccompSocket)
+				"get_mempolicy", "olduname", "oldolduname", "signal", "sigaction", "sigpending", "sigsuspend"}},
+		{"sys_nice", []string{"CAP_SYS_NICE"}, [2]int{6, 1}, []string{"get_mempolicy", "mbind"}, nil},
 		{"sys_admin", []string{"CAP_SYS_ADMIN"}, [2]int{6, 1},
 			[]string{"mount", "umount2", "unshare", "setns", "clone", "clone3", "bpf"},
 			[]string{"keyctl", "kexec_load", "swapon", "reboot"}},
