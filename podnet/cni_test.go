@@ -381,3 +381,42 @@ func TestTeardownWithoutNetNS(t *testing.T) {
 		}
 	}
 }
+
+// TestTeardownAfterAnADDCutShort is a daemon killed inside a pod's ADD:
+// the plugins ran (an IP leased, masquerading, a DNAT chain for the host
+// port) but libcni, which caches an ADD once it all succeeded, cached
+// nothing. The teardown after the restart must free all of it: the port
+// mappings for portmap's DEL come from the note Setup wrote before the
+// ADD. Setup and Teardown leave no note behind.
+func TestTeardownAfterAnADDCutShort(t *testing.T) {
+	tn := newTestNet(t, true)
+	opts := SetupOptions{Namespace: "default", Name: "cut", PortMappings: []PortMapping{{HostPort: int32(freePort(t)), ContainerPort: 80}}}
+	p := tn.runPod(t, opts)
+	if notes, _ := os.ReadDir(filepath.Join(tn.cacheDir, "pending")); len(notes) != 0 {
+		t.Fatalf("notes left after a setup: %v", notes)
+	}
+	chains := podChains(iptablesSave(t), p.id)
+	if len(chains) < 2 {
+		t.Fatalf("want a masquerade and a port-mapping chain, have %v", chains)
+	}
+	// As the kill left it: the note written, libcni's cache not.
+	rt, err := opts.runtimeConf(p.id, p.ns.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.notePending(p.id, rt); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(tn.cacheDir, "results")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second time is a no-op
+		if err := tn.Teardown(context.Background(), p.id, p.ns.Path()); err != nil {
+			t.Fatalf("teardown: %v", err)
+		}
+	}
+	tn.checkReleased(t, p, chains)
+	if notes, _ := os.ReadDir(filepath.Join(tn.cacheDir, "pending")); len(notes) != 0 {
+		t.Fatalf("notes left after the teardown: %v", notes)
+	}
+}

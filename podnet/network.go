@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/containerd/errdefs"
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/evjournal/containerd/internal/crashpoint"
 )
 
 // podInterface is the pod's interface name, as kubelet and containerd use.
@@ -29,9 +32,10 @@ type Config struct {
 // config dropped in by a network add-on after the daemon started is used
 // at once. It is safe for concurrent use; the plugins lock their own state.
 type Network struct {
-	confDir string
-	cni     *libcni.CNIConfig
-	lo      *libcni.NetworkConfigList
+	confDir  string
+	cacheDir string // libcni's, and the args of ADDs under way (pending.go)
+	cni      *libcni.CNIConfig
+	lo       *libcni.NetworkConfigList
 }
 
 // NewNetwork returns a Network; it does not require a config yet (see Status).
@@ -42,16 +46,33 @@ func NewNetwork(c Config) (*Network, error) {
 	if c.ConfDir == "" {
 		c.ConfDir = DefaultConfDir
 	}
+	if c.CacheDir == "" {
+		c.CacheDir = libcni.CacheDir
+	}
 	lo, err := libcni.NetworkConfFromBytes([]byte(loopbackConfig))
 	if err != nil {
 		return nil, fmt.Errorf("loopback config: %w", err)
 	}
-	exec := &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}}
+	exec := pluginExec{&invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}}}
 	return &Network{
-		confDir: c.ConfDir,
-		cni:     libcni.NewCNIConfigWithCacheDir(c.PluginDirs, c.CacheDir, exec),
-		lo:      lo,
+		confDir:  c.ConfDir,
+		cacheDir: c.CacheDir,
+		cni:      libcni.NewCNIConfigWithCacheDir(c.PluginDirs, c.CacheDir, exec),
+		lo:       lo,
 	}, nil
+}
+
+// pluginExec runs the plugins, with a crash point after each ADD of one:
+// where the crash tests kill the daemon inside an ADD (before libcni has
+// cached it; docs/cri.md, "Crash points").
+type pluginExec struct{ invoke.Exec }
+
+func (e pluginExec) ExecPlugin(ctx context.Context, path string, stdin []byte, environ []string) ([]byte, error) {
+	out, err := e.Exec.ExecPlugin(ctx, path, stdin, environ)
+	if slices.Contains(environ, "CNI_COMMAND=ADD") {
+		crashpoint.At("run-pod:after-cni-plugin")
+	}
+	return out, err
 }
 
 // Status is nil when pods can be networked: a config is found and every
@@ -94,12 +115,18 @@ func (n *Network) Setup(ctx context.Context, podID, netnsPath string, opts Setup
 	if err != nil {
 		return Result{}, err
 	}
+	if err := n.notePending(podID, rt); err != nil {
+		return Result{}, fmt.Errorf("pod %s network setup: %w", podID, err)
+	}
 	res, err := n.add(ctx, list, rt)
 	if err != nil {
 		// Best effort: the error to return is the ADD's.
 		_ = n.teardown(ctx, list, podID, netnsPath)
 		return Result{}, fmt.Errorf("pod %s network setup: %w", podID, err)
 	}
+	// libcni cached the ADD: its cache is what the DEL reads from now on
+	// (a note left by a failed removal is dropped by the teardown).
+	_ = n.dropPending(podID)
 	return res, nil
 }
 
@@ -151,10 +178,15 @@ func (n *Network) Teardown(ctx context.Context, podID, netnsPath string) error {
 	if err != nil {
 		return fmt.Errorf("pod %s network teardown: its cached config: %w", podID, err)
 	}
-	if cached == nil && !exists(netnsPath) {
+	noted, err := n.pending(podID)
+	if err != nil {
+		return fmt.Errorf("pod %s network teardown: %w", podID, err)
+	}
+	if cached == nil && noted == nil && !exists(netnsPath) {
 		// No ADD finished (libcni caches each one and drops the cache at
-		// the DEL) and no namespace is left: down already. A StopPodSandbox
-		// kubelet repeats costs no plugin run.
+		// the DEL), none was cut short (its note is left) and no namespace
+		// is left: down already. A StopPodSandbox kubelet repeats costs no
+		// plugin run.
 		return nil
 	}
 	list, err := loadConfig(n.confDir)
@@ -163,8 +195,8 @@ func (n *Network) Teardown(ctx context.Context, podID, netnsPath string) error {
 		// only what libcni cached then. Nothing cached means no ADD to
 		// undo (never set up, or torn down already).
 		if cached == nil {
-			// A namespace with no finished ADD (a crash inside it): the
-			// plugins may hold a lease that only the config can free.
+			// An ADD that did not finish (a crash inside it): the plugins
+			// may hold a lease that only the config can free.
 			return fmt.Errorf("pod %s network teardown: %w", podID, err)
 		}
 		list = cached
@@ -172,7 +204,7 @@ func (n *Network) Teardown(ctx context.Context, podID, netnsPath string) error {
 	if err := n.teardown(ctx, list, podID, netnsPath); err != nil {
 		return fmt.Errorf("pod %s network teardown: %w", podID, err)
 	}
-	return nil
+	return n.dropPending(podID)
 }
 
 func exists(path string) bool {
@@ -211,6 +243,8 @@ func (n *Network) teardown(ctx context.Context, list *libcni.NetworkConfigList, 
 			list = l
 		}
 		rt.Args, rt.CapabilityArgs = cached.Args, cached.CapabilityArgs
+	} else if noted, err := n.pending(podID); err == nil && noted != nil {
+		rt.Args, rt.CapabilityArgs = noted.Args, noted.CapabilityArgs // an ADD cut short
 	}
 	if err := n.cni.DelNetworkList(ctx, list, rt); err != nil {
 		return err

@@ -60,6 +60,9 @@ var crashCases = []crashCase{
 	{point: "run-pod:after-reserve", call: callRunPod},
 	{point: "run-pod:after-record", call: callRunPod},
 	{point: "run-pod:after-netns", call: callRunPod},
+	// Inside the ADD: after loopback's, bridge's, portmap's (not cached yet).
+	{point: "run-pod:after-cni-plugin#2", call: callRunPod},
+	{point: "run-pod:after-cni-plugin#3", call: callRunPod},
 	{point: "run-pod:after-cni-add", call: callRunPod},
 	{point: "run-pod:after-shm", call: callRunPod},
 	{point: "run-pod:after-bundle", call: callRunPod},
@@ -117,7 +120,7 @@ func TestCRICrashPoints(t *testing.T) {
 func TestCRICrashPointsAllTested(t *testing.T) {
 	at := regexp.MustCompile(`crashpoint\.At\("([^"]+)"\)`)
 	var inCode []string
-	for _, dir := range []string{"cri/server", "supervisor"} {
+	for _, dir := range []string{"cri/server", "supervisor", "podnet"} {
 		files, err := filepath.Glob(filepath.Join(fixture.RepoRoot(), dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)
