@@ -124,7 +124,10 @@ func (rt streamRuntime) Exec(ctx context.Context, id string, cmd []string, stdin
 		return 0, fmt.Errorf("container %s: exec: %w", id, err)
 	}
 	defer stop()
-	if _, err := s.sup.Exec(ctx, supervisor.ExecRequest{ID: id, Pid: pid, Spec: spec, Stdio: stdio}); err != nil {
+	// Ephemeral, as ExecSync's: kubectl exec must work on a full disk
+	// (docs/cri.md, "Durable or ephemeral"), and its stream ends with the
+	// daemon anyway, so a restart has nothing to give back to anyone.
+	if _, err := s.sup.Exec(ctx, supervisor.ExecRequest{ID: id, Pid: pid, Spec: spec, Stdio: stdio, Ephemeral: true}); err != nil {
 		return 0, fmt.Errorf("container %s: exec: %w", id, err)
 	}
 	if in != nil {
