@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/containerd/errdefs"
+
+	"github.com/evjournal/containerd/internal/crashpoint"
 )
 
 // runShim spawns the shim for p and waits for its start report. On success
@@ -20,6 +22,7 @@ func (p *Process) runShim(ctx context.Context) (*shimProc, error) {
 	if err != nil {
 		return nil, err
 	}
+	crashpoint.At("loop-start:after-shim-spawn") // the shim runs runc on its own
 	defer report.Close()
 	rep, err := readStartReport(ctx, report, c.rec.StartTimeout)
 	if err != nil {

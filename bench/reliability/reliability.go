@@ -24,6 +24,10 @@ type Config struct {
 	ChaosTime    time.Duration // the chaos run stops after this even if kills remain
 	ChaosWorkers int           // concurrent lifecycle workers
 
+	CRIKills   int           // daemon SIGKILLs during CRI pod churn
+	CRITime    time.Duration // the CRI run stops after this even if kills remain
+	CRIWorkers int           // concurrent pod lifecycles
+
 	TornStride   int // torn-tail offsets tested: every TornStride-th byte (1 = every byte)
 	CompactKills int // SIGKILLs of a daemon compacting a small journal under load
 
@@ -43,13 +47,15 @@ type Config struct {
 // Full is `make reliability`.
 func Full() Config {
 	return Config{ChaosKills: 24, ChaosTime: 6 * time.Minute, ChaosWorkers: 4, TornStride: 1, CompactKills: 12,
-		BadInputLoad: 5 * time.Second, LeakCycles: 1000, LeakParallel: 4, SlowSubTimeout: 5 * time.Minute}
+		BadInputLoad: 5 * time.Second, LeakCycles: 1000, LeakParallel: 4, SlowSubTimeout: 5 * time.Minute,
+		CRIKills: 24, CRITime: 6 * time.Minute, CRIWorkers: 4}
 }
 
 // Short is the CI mode: the same checks, bounded to well under 2 minutes.
 func Short() Config {
 	return Config{ChaosKills: 6, ChaosTime: 40 * time.Second, ChaosWorkers: 3, TornStride: 5, CompactKills: 4,
-		BadInputLoad: time.Second, LeakCycles: 100, LeakParallel: 4, SlowSubTimeout: 5 * time.Minute}
+		BadInputLoad: time.Second, LeakCycles: 100, LeakParallel: 4, SlowSubTimeout: 5 * time.Minute,
+		CRIKills: 5, CRITime: 30 * time.Second, CRIWorkers: 3}
 }
 
 // Suite is one run of the checks on one environment.
@@ -73,6 +79,7 @@ var Checks = []Check{
 	{"slow-subscriber", (*Suite).slowSubscriber},
 	{"leaks", (*Suite).leaks},
 	{"chaos", (*Suite).chaos},
+	{"cri-chaos", (*Suite).criChaos},
 }
 
 // Run runs every check not skipped, each on its own daemons in one

@@ -17,13 +17,13 @@ func TestReliabilityShort(t *testing.T) {
 	fixture.RequireRoot(t)
 	for env, path := range map[string]string{
 		"CONTAINERD": fixture.Containerd(t), "SHIM": fixture.Shim(t), "RUNC": fixture.Runc(t),
-		"TESTINIT": fixture.Testinit(t), "CTR": fixture.Ctr(t),
+		"TESTINIT": fixture.Testinit(t), "CTR": fixture.Ctr(t), "PAUSE": fixture.Pause(t),
 	} {
 		t.Setenv(env, path)
 	}
 	cfg := reliability.Short()
 	if testing.Short() {
-		cfg.ChaosKills, cfg.TornStride, cfg.CompactKills, cfg.LeakCycles = 2, 41, 1, 40
+		cfg.ChaosKills, cfg.TornStride, cfg.CompactKills, cfg.LeakCycles, cfg.CRIKills = 2, 41, 1, 40, 2
 	}
 	var out strings.Builder
 	cfg.Out = &out

@@ -54,6 +54,10 @@ type crashCase struct {
 	pod     string // PodSandboxState without its prefix: READY, NOTREADY
 	ctr     string // ContainerState without its prefix: CREATED, RUNNING, EXITED
 	exitSet []int32
+	// slowCreate: runc create takes a second more, so that the restart
+	// finds the shim still inside it (the restore abandons that create
+	// while the shim goes on with it).
+	slowCreate bool
 }
 
 var crashCases = []crashCase{
@@ -68,7 +72,8 @@ var crashCases = []crashCase{
 	{point: "run-pod:after-bundle", call: callRunPod},
 	{point: "run-pod:after-prepare", call: callRunPod},
 	{point: "run-pod:after-commit", call: callRunPod, pod: "NOTREADY"},
-	{point: "loop-start:after-runc-start#1", call: callRunPod, pod: "NOTREADY"}, // the pause's start
+	{point: "loop-start:after-shim-spawn#1", call: callRunPod, pod: "NOTREADY"}, // the pause's start
+	{point: "loop-start:after-runc-start#1", call: callRunPod, pod: "NOTREADY"},
 	{point: "loop-start:after-journal#1", call: callRunPod, pod: "READY"},
 	{point: "run-pod:after-start", call: callRunPod, pod: "READY"},
 
@@ -80,7 +85,9 @@ var crashCases = []crashCase{
 	{point: "create:after-commit", call: callCreate, pod: "READY", ctr: "CREATED"},
 
 	{point: "start:after-stdio", call: callStart, pod: "READY", ctr: "CREATED"},
-	{point: "loop-start:after-runc-start#2", call: callStart, pod: "READY", ctr: "CREATED"}, // the pause's start was #1
+	{point: "loop-start:after-shim-spawn#2", call: callStart, pod: "READY", ctr: "CREATED"}, // the pause's start was #1
+	{point: "loop-start:after-shim-spawn#2", call: callStart, pod: "READY", ctr: "CREATED", slowCreate: true},
+	{point: "loop-start:after-runc-start#2", call: callStart, pod: "READY", ctr: "CREATED"},
 	{point: "loop-start:after-journal#2", call: callStart, pod: "READY", ctr: "RUNNING"},
 	{point: "start:after-start", call: callStart, pod: "READY", ctr: "RUNNING"},
 
@@ -103,9 +110,13 @@ var crashCases = []crashCase{
 // TestCRICrashPoints runs every case of crashCases on a daemon of its own.
 func TestCRICrashPoints(t *testing.T) {
 	for _, tc := range crashCases {
-		t.Run(strings.NewReplacer(":", "_", "#", "_").Replace(tc.point), func(t *testing.T) {
+		name := strings.NewReplacer(":", "_", "#", "_").Replace(tc.point)
+		if tc.slowCreate {
+			name += "_slow-create"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			k := newCrashKubelet(t, tc.point)
+			k := newCrashKubelet(t, tc.point, tc.slowCreate)
 			k.upTo(t, tc.call)
 			k.crash(t, tc)
 			k.wantListed(t, tc)
@@ -120,7 +131,7 @@ func TestCRICrashPoints(t *testing.T) {
 func TestCRICrashPointsAllTested(t *testing.T) {
 	at := regexp.MustCompile(`crashpoint\.At\("([^"]+)"\)`)
 	var inCode []string
-	for _, dir := range []string{"cri/server", "supervisor", "podnet"} {
+	for _, dir := range []string{"cri/server", "supervisor", "podnet", "runtime"} {
 		files, err := filepath.Glob(filepath.Join(fixture.RepoRoot(), dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)
@@ -157,7 +168,7 @@ type crashKubelet struct {
 	podID, ctrID string
 }
 
-func newCrashKubelet(t *testing.T, point string) *crashKubelet {
+func newCrashKubelet(t *testing.T, point string, slowCreate bool) *crashKubelet {
 	e := prepareCRIEnv(t)
 	e.d.Binary = fixture.ContainerdFailpoints(t, raceEnabled)
 	e.d.Wrap = []string{"env", crashpoint.Env + "=" + point}
@@ -166,6 +177,9 @@ func newCrashKubelet(t *testing.T, point string) *crashKubelet {
 	runc := e.d.Runtime
 	if runc == "" {
 		runc = fixture.Runc(t)
+	}
+	if slowCreate {
+		e.d.Runtime = slowCreateRuntime(t, runc)
 	}
 	k.node = &fixture.CRINode{Runc: runc, RuncRoot: e.d.RuncRoot, Dir: e.d.Dir, StateDir: e.d.StateDir,
 		Root: filepath.Join(e.d.Dir, "root"), IPAMDir: e.ipamDir, Network: "crie2e-" + e.bridge, Subnet: e.subnet, CgroupParent: k.cgroupParent}
@@ -178,6 +192,21 @@ func newCrashKubelet(t *testing.T, point string) *crashKubelet {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// slowCreateRuntime is runc whose create starts a second late.
+func slowCreateRuntime(t *testing.T, runc string) string {
+	// Named runc, as the daemon then knows where its --root is.
+	path := filepath.Join(t.TempDir(), "runc")
+	script := fmt.Sprintf(`#!/bin/sh
+case " $* " in *" --help "*) exec %[1]s "$@" ;; esac # a probe of create's flags, not a create
+case " $* " in *" create "*) sleep 1 ;; esac
+exec %[1]s "$@"
+`, runc)
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // masq turns the bridge's masquerading on: its iptables rules are among

@@ -15,11 +15,13 @@ import (
 // Bins are the binaries under test, all absolute paths.
 type Bins struct {
 	Containerd, Shim, Runc, Testinit, Ctr string
+	// Pause is the CRI pods' pause binary (--sandbox-pause).
+	Pause string
 }
 
 // FindBins returns the binaries of bin/ in the repository holding the
-// working directory, or those named by $CONTAINERD, $SHIM, $RUNC, $TESTINIT
-// and $CTR. It does not build anything: `make build` does.
+// working directory, or those named by $CONTAINERD, $SHIM, $RUNC, $TESTINIT,
+// $CTR and $PAUSE. It does not build anything: `make build` does.
 func FindBins() (Bins, error) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -45,7 +47,7 @@ func FindBins() (Bins, error) {
 		env, name string
 	}{
 		{&b.Containerd, "CONTAINERD", "containerd"}, {&b.Shim, "SHIM", "containerd-shim"},
-		{&b.Runc, "RUNC", "runc"}, {&b.Testinit, "TESTINIT", "testinit"}, {&b.Ctr, "CTR", "ctr"},
+		{&b.Runc, "RUNC", "runc"}, {&b.Testinit, "TESTINIT", "testinit"}, {&b.Ctr, "CTR", "ctr"}, {&b.Pause, "PAUSE", "pause"},
 	} {
 		if *x.dst, err = pick(x.env, x.name); err != nil {
 			return Bins{}, err
