@@ -390,7 +390,7 @@ func mountFrom(dir, source, target, fstype, data string) error {
 			if err := unix.Chdir(dir); err != nil {
 				return &os.PathError{Op: "chdir", Path: dir, Err: err}
 			}
-			return os.NewSyscallError("mount", unix.Mount(source, target, fstype, 0, data))
+			return os.NewSyscallError("mount", unix.Mount(source, target, fstype, rootfsMountFlags, data))
 		}()
 	}()
 	return <-errc

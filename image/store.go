@@ -139,7 +139,7 @@ func (s *Store) mkdirs() error {
 			return err
 		}
 	}
-	return nil
+	return s.openLayout()
 }
 
 func (s *Store) load() error {

@@ -130,7 +130,7 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 	}
 	crashpoint.At("create:after-rootfs")
 	if len(idmap) > 0 {
-		if err := searchableFromUserNS(s.dataRoot(), rootfs); err != nil {
+		if err := reachableFromUserNS(filepath.Dir(rootfs), rootfs, idmap[0].RootGID); err != nil {
 			return nil, err
 		}
 	}

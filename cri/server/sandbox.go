@@ -323,7 +323,7 @@ func (s *Server) sandboxRootfs(ctx context.Context, p *sandboxPlan, undo *undoLi
 	if p.userNS == nil {
 		return nil
 	}
-	if err := searchableFromUserNS(s.dataRoot(), p.rootfs); err != nil {
+	if err := reachableFromUserNS(s.sandboxOwnDir(p), p.rootfs, p.userNS.HostRootGID()); err != nil {
 		return err
 	}
 	// runc makes the mountpoints (/proc, /dev, /pause...) in the empty

@@ -31,8 +31,9 @@ type Config struct {
 	// containers, their bundles): <--root>/cri.
 	Root string
 	// DataRoot is the daemon's --root, which holds Root and the image
-	// store: the dirs the service may make searchable for pods with a
-	// user namespace (see searchableFromUserNS). Empty means Root.
+	// store: set to 0711 at start, so that the root of a pod's user
+	// namespace can reach its rootfs (see reachableFromUserNS). Empty
+	// means Root.
 	DataRoot string
 	// StateDir is for what does not survive a reboot (pinned network
 	// namespaces, pod /dev/shm mounts): <--state-dir>/.cri.
@@ -94,6 +95,9 @@ func newServer(cfg Config, sup Loop, events EventSource, host podMounts) (*Serve
 		}
 	}
 	s := &Server{cfg: cfg, sup: sup, events: events, host: host, log: cfg.Logger, recs: newRecords()}
+	if err := s.openLayout(); err != nil {
+		return nil, err
+	}
 	st, err := streaming.New(streaming.Config{Addr: cfg.StreamAddr, Logger: cfg.Logger}, streamRuntime{s})
 	if err != nil {
 		return nil, fmt.Errorf("cri: streaming server: %w", err)

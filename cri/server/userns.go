@@ -11,36 +11,78 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// searchableFromUserNS makes path reachable by the root of a pod's user
-// namespace. runc's init resolves the rootfs (and pivots into it) from
-// inside the namespace, where the host's root is nobody: every directory
-// on the way must let others search it. Directories under own (the
-// daemon's) get o+x, which lists nothing: their files keep their modes.
-// A directory above own that others cannot search is not the daemon's to
-// change: the error names it.
-func searchableFromUserNS(own, path string) error {
+// podDirMode is the mode of a user-namespaced pod's own dirs on the way to
+// its rootfs, whose group is the pod's host root gid: root and the pod may
+// pass, nobody else; no one but root may list them.
+const podDirMode = 0o710
+
+// reachableFromUserNS makes path (a rootfs) reachable by the root of a
+// pod's user namespace and by no other host user. runc's init resolves the
+// rootfs from inside the namespace, where the host's root is nobody: the
+// dirs from own (the container's or pod's own dir) down to path's parent
+// become group gid (the pod's host root gid), mode 0710. Nothing above own
+// is changed: the daemon's dirs there are 0711 from its start
+// (openLayout), and a dir that others cannot search refuses the pod,
+// naming it.
+func reachableFromUserNS(own, path string, gid uint32) error {
 	own, path = filepath.Clean(own), filepath.Clean(path)
-	if path != own && own != "/" && !strings.HasPrefix(path, own+string(filepath.Separator)) {
+	if !strings.HasPrefix(path, own+string(filepath.Separator)) {
 		return fmt.Errorf("%s is not under %s", path, own)
 	}
-	for d := path; ; d = filepath.Dir(d) {
+	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
+		if err := os.Chown(d, 0, int(gid)); err != nil {
+			return err
+		}
+		if err := os.Chmod(d, podDirMode); err != nil {
+			return err
+		}
+		if d == own {
+			return searchableAbove(own)
+		}
+	}
+}
+
+// searchableAbove checks that others may search every dir above own.
+func searchableAbove(own string) error {
+	for d := filepath.Dir(own); ; d = filepath.Dir(d) {
 		fi, err := os.Stat(d)
 		if err != nil {
 			return err
 		}
 		if fi.Mode().Perm()&0o001 == 0 {
-			if len(d) < len(own) {
-				return fmt.Errorf("pods with a user namespace need every directory above %s searchable by others, and %s is %v: %w",
-					own, d, fi.Mode().Perm(), errdefs.ErrFailedPrecondition)
-			}
-			if err := os.Chmod(d, fi.Mode().Perm()|0o001); err != nil {
-				return err
-			}
+			return fmt.Errorf("pods with a user namespace need every directory above %s searchable by others, and %s is %v: %w",
+				own, d, fi.Mode().Perm(), errdefs.ErrFailedPrecondition)
 		}
 		if d == "/" {
 			return nil
 		}
 	}
+}
+
+// sandboxOwnDir is the pod's own dir above its rootfs: the pod's dir, or
+// with --sandbox-image its rootfs's dir in the image store.
+func (s *Server) sandboxOwnDir(p *sandboxPlan) string {
+	if s.cfg.SandboxImage != "" {
+		return filepath.Dir(p.rootfs)
+	}
+	return p.dir
+}
+
+// openLayout sets the daemon's dirs on the way to the pods' rootfs
+// (--root, the CRI root and its sandboxes/) to 0711: others may search
+// them (a user-namespaced pod's root must pass), none may list them. Set,
+// not widened: a wider mode, or the o+x older daemons added per pod, is
+// brought back to it. The image store does the same for its dirs.
+func (s *Server) openLayout() error {
+	for _, d := range []string{s.dataRoot(), s.cfg.Root, filepath.Join(s.cfg.Root, "sandboxes")} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return fmt.Errorf("cri: %w", err)
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
+			return fmt.Errorf("cri: %w", err)
+		}
+	}
+	return nil
 }
 
 // makeMountpoints creates in rootfs, from the host, the mountpoint of each

@@ -34,6 +34,8 @@
 //	flood             write to stdout without end (blocks once nobody reads), until killed
 //	flood-bg          the same in the background, while the next steps run (a process whose
 //	                  exit comes while its output is unread: the exit benchmarks)
+//	exec PATH ARGS... replace this process by PATH (execve), giving it ARGS and the steps after
+//	                  this one (a set-uid copy of testinit then runs them with its identity)
 //
 // With no arguments it sleeps until killed.
 package main
@@ -59,12 +61,31 @@ func main() {
 	if len(steps) == 0 {
 		steps = [][]string{{"sleep", "forever"}}
 	}
-	for _, step := range steps {
+	for i, step := range steps {
+		if step[0] == "exec" {
+			execRest(step[1:], steps[i+1:])
+		}
 		if err := run(step); err != nil {
 			fmt.Fprintf(os.Stderr, "testinit: %s: %v\n", step[0], err)
 			os.Exit(120)
 		}
 	}
+}
+
+// execRest replaces the process by args[0] with args[1:] and the rest of
+// the steps as its arguments; it returns only by exiting on an error.
+func execRest(args []string, rest [][]string) {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "testinit: exec: no program")
+		os.Exit(120)
+	}
+	argv := args
+	for _, step := range rest {
+		argv = append(append(argv, "--"), step...)
+	}
+	err := syscall.Exec(args[0], argv, os.Environ())
+	fmt.Fprintf(os.Stderr, "testinit: exec %s: %v\n", args[0], err)
+	os.Exit(120)
 }
 
 func split(args []string) [][]string {
