@@ -67,6 +67,10 @@ type SubscribeRequest struct {
 	ID string
 	// StoredOnly ends the subscription after the replay.
 	StoredOnly bool
+	// Retained replays after After every event the journal still holds,
+	// not only the last --retain-count: the CRI's backlog, bounded by age
+	// instead (a 0.2 client is served at most --retain-count, as in v0.2).
+	Retained bool
 }
 
 // ContainerInfo is a snapshot of one container for State and CreateContainer.

@@ -104,6 +104,8 @@ func (s *Supervisor) subscribe(r SubscribeRequest) *Subscription {
 	switch {
 	case r.AfterSeq != 0:
 		out.replay = s.journal.After(r.AfterSeq, r.ID)
+	case !r.After.IsZero() && r.Retained:
+		out.replay = s.journal.SinceRetained(r.After, r.ID)
 	case !r.After.IsZero():
 		out.replay = s.journal.Since(r.After, r.ID)
 	}

@@ -53,7 +53,8 @@ type ProcessControl interface {
 }
 
 // EventSource is the journal's events for GetContainerEvents: those
-// stored after a time, then live ones.
+// stored after a time (all the journal holds, --retain-count aside), then
+// live ones.
 type EventSource interface {
 	Events(ctx context.Context, after time.Time) (EventStream, error)
 }
@@ -104,7 +105,7 @@ var (
 type journalEvents struct{ sup *supervisor.Supervisor }
 
 func (j journalEvents) Events(ctx context.Context, after time.Time) (EventStream, error) {
-	sub, err := j.sup.Subscribe(ctx, supervisor.SubscribeRequest{After: after})
+	sub, err := j.sup.Subscribe(ctx, supervisor.SubscribeRequest{After: after, Retained: true})
 	if err != nil {
 		return nil, err
 	}

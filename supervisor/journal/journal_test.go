@@ -103,6 +103,30 @@ func TestSinceAndAfter(t *testing.T) {
 	})
 }
 
+// SinceRetained serves what is on disk after t, past RetainCount; Since
+// serves at most RetainCount.
+func TestSinceRetained(t *testing.T) {
+	j := mustOpen(t, journalPath(t), Options{Now: frozen(t0), RetainCount: 4})
+	defer mustClose(t, j)
+	all := appendN(t, j, 12, "a", "b", "c")
+	for _, tc := range []struct {
+		name       string
+		after      time.Time
+		id         string
+		since, all []Event
+	}{
+		{"everything", time.Time{}, "", all[8:], all},
+		{"after the 3rd", all[2].Timestamp, "", all[8:], all[3:]},
+		{"after the 10th", all[9].Timestamp, "", all[10:], all[10:]},
+		{"of one id", t0.Add(-1), "b", onlyID(all[8:], "b"), onlyID(all, "b")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assertEvents(t, list(t, j.Since(tc.after, tc.id)), tc.since)
+			assertEvents(t, list(t, j.SinceRetained(tc.after, tc.id)), tc.all)
+		})
+	}
+}
+
 func onlyID(evs []Event, id string) []Event {
 	var out []Event
 	for _, ev := range evs {

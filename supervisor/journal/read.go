@@ -79,7 +79,19 @@ func (j *Journal) AfterRetained(seq uint64) *Replay {
 //     before had really happened by then. So "events since 10 minutes ago"
 //     leaves out events stamped in the future by a bad clock long ago.
 func (j *Journal) Since(t time.Time, id string) *Replay {
+	return since(j.snapshot(), t, id)
+}
+
+// SinceRetained is Since without the RetainCount bound: every committed
+// event after t that is still on disk (at least the last RetainCount). It
+// is for a reader bounded otherwise: the CRI's backlog, by age.
+func (j *Journal) SinceRetained(t time.Time, id string) *Replay {
 	v := j.snapshot()
+	v.floor = 0
+	return since(v, t, id)
+}
+
+func since(v view, t time.Time, id string) *Replay {
 	r := newReplay(v, id)
 	if seq, ok := r.exactSeq(t); ok {
 		r.seekSeq(max(seq, v.floor) + 1)
