@@ -186,3 +186,30 @@ func TestFailedRemoveContainerSaysWhy(t *testing.T) {
 	}
 	checkOnlyPod(t, e, pod)
 }
+
+// TestFailedUndoLeftForTheRestart: a RunPodSandbox whose CNI ADD failed
+// and whose cleanup's CNI DEL fails too. The other cleanup steps still run
+// (the name is free for kubelet's retry at once), but the pod's dir and
+// record, which name its netns and lease, stay: the next start tears them
+// down. Nothing is forgotten.
+func TestFailedUndoLeftForTheRestart(t *testing.T) {
+	e := newEnv(t)
+	e.f.set("Setup.after", failOnce(errInjected))
+	e.f.set("Teardown", failOnce(errInjected))
+	if _, err := e.srv.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: podConfig("web")}); err == nil {
+		t.Fatal("RunPodSandbox succeeded")
+	}
+	failed := e.dirs("sandboxes")
+	if len(failed) != 1 {
+		t.Fatalf("pod dirs %v after a cleanup that failed, want the pod's kept for the restart", failed)
+	}
+	retry := e.runPod("web")
+	if pods, _ := e.listed(); len(pods) != 1 || pods[0] != retry {
+		t.Fatalf("pods listed %v, want only the retry %s", pods, retry)
+	}
+	e.restart()
+	checkOnePod(t, e, retry)
+	if m := e.mounts.mounts(); len(m) != 2 {
+		t.Fatalf("mounts %v, want only the retry's netns and /dev/shm", m)
+	}
+}

@@ -252,7 +252,7 @@ func (s *Server) prepareSandbox(ctx context.Context, id string, cfg *runtimeapi.
 	if err != nil {
 		return nil, err
 	}
-	undo.add("remove the pod's dir", func(context.Context) error { return os.RemoveAll(p.dir) })
+	undo.addUnlessFailed("remove the pod's dir", func(context.Context) error { return os.RemoveAll(p.dir) })
 	if err := writeRecord(p.dir, "sandbox.json", &p.sb.rec); err != nil {
 		return nil, err
 	}

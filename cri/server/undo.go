@@ -20,6 +20,8 @@ type undoList struct {
 type undoStep struct {
 	what string
 	f    func(ctx context.Context) error
+	// unlessFailed: skipped once a step run before it failed.
+	unlessFailed bool
 }
 
 // undoTimeout bounds the whole cleanup.
@@ -29,14 +31,25 @@ func (u *undoList) add(what string, f func(ctx context.Context) error) {
 	u.steps = append(u.steps, undoStep{what: what, f: f})
 }
 
-// run runs the steps, newest first, every one even when some fail; the
-// failures are logged and returned together.
+// addUnlessFailed registers a step that removes what the next start
+// needs to finish a cleanup that failed (a pod's dir, whose record names
+// its netns and IP lease): it runs only when every step before it did.
+func (u *undoList) addUnlessFailed(what string, f func(ctx context.Context) error) {
+	u.steps = append(u.steps, undoStep{what: what, f: f, unlessFailed: true})
+}
+
+// run runs the steps, newest first, every one even when some fail (but
+// those added unlessFailed); the failures are logged and returned together.
 func (u *undoList) run(log *logrus.Entry) error {
 	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 	defer cancel()
 	var errs []error
 	for i := len(u.steps) - 1; i >= 0; i-- {
 		st := u.steps[i]
+		if st.unlessFailed && len(errs) > 0 {
+			log.Warn("cri: cleanup after a failed setup: left for the next start: " + st.what)
+			continue
+		}
 		if err := st.f(ctx); err != nil {
 			log.WithError(err).Error("cri: cleanup after a failed setup: " + st.what)
 			errs = append(errs, fmt.Errorf("%s: %w", st.what, err))
