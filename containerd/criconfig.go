@@ -32,6 +32,9 @@ func criConfigFrom(c *cli.Context, stateDir string) (criConfig, error) {
 	if cc.limits, err = imageLimitsFrom(c); err != nil {
 		return cc, err
 	}
+	if cc.execSyncBudget, err = execSyncBudgetFrom(c); err != nil {
+		return cc, err
+	}
 	if cc.pause != "" {
 		if cc.pause, err = absFlag("sandbox-pause", cc.pause); err != nil {
 			return cc, err

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,13 +15,10 @@ import (
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/specs"
 	"github.com/evjournal/containerd/supervisor"
+	"github.com/evjournal/containerd/supervisor/objects"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
-
-// maxExecOutput bounds each of an ExecSync's stdout and stderr, as kubelet
-// bounds what it keeps of a probe's output.
-const maxExecOutput = 16 << 20
 
 // outputDrainWait bounds the wait for an exec's last output once it exited
 // (the shim drains and closes its end within its own bound).
@@ -75,13 +71,14 @@ func (s *Server) execSync(ctx context.Context, id string, spec specs.ProcessSpec
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	var outBuf, errBuf bytes.Buffer
-	stdout, err := openOutputFifo(filepath.Join(dir, "stdout"), &outBuf)
+	out := newExecOutput(s.execBudget)
+	defer out.release()
+	stdout, err := openOutputFifo(filepath.Join(dir, "stdout"), out.Stdout())
 	if err != nil {
 		return nil, err
 	}
 	defer stdout.close()
-	stderr, err := openOutputFifo(filepath.Join(dir, "stderr"), &errBuf)
+	stderr, err := openOutputFifo(filepath.Join(dir, "stderr"), out.Stderr())
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +90,7 @@ func (s *Server) execSync(ctx context.Context, id string, spec specs.ProcessSpec
 	defer stop()
 	if _, err := s.sup.Exec(ctx, supervisor.ExecRequest{ID: id, Pid: pid, Spec: spec, Ephemeral: true,
 		Stdio: runtime.Stdio{Stdout: stdout.path, Stderr: stderr.path}}); err != nil {
-		return nil, fmt.Errorf("container %s: exec: %w", id, err)
+		return nil, s.execError(ctx, id, err)
 	}
 	if timeout <= 0 {
 		timeout = 365 * 24 * time.Hour
@@ -108,7 +105,21 @@ func (s *Server) execSync(ctx context.Context, id string, spec specs.ProcessSpec
 	}
 	stdout.collect()
 	stderr.collect()
-	return &runtimeapi.ExecSyncResponse{Stdout: outBuf.Bytes(), Stderr: errBuf.Bytes(), ExitCode: int32(exit.Status)}, nil
+	o, e, dropped := out.reply()
+	if dropped > 0 {
+		s.log.WithField("container", id).Debugf("exec %q: %d bytes of output dropped (the reply's bound, or the daemon's budget)", spec.Args, dropped)
+	}
+	return &runtimeapi.ExecSyncResponse{Stdout: o, Stderr: e, ExitCode: int32(exit.Status)}, nil
+}
+
+// execError is a failed exec's error: one whose container stopped running
+// meanwhile (its state dir is gone, and the shim's start may fail with
+// anything) is FailedPrecondition, as for one that was not running.
+func (s *Server) execError(ctx context.Context, id string, err error) error {
+	if o, oerr := s.objectOf(context.WithoutCancel(ctx), id); oerr == nil && o.State != objects.Running {
+		return fmt.Errorf("container %s is %s, not running: %w (exec: %v)", id, o.State, errdefs.ErrFailedPrecondition, err)
+	}
+	return fmt.Errorf("container %s: exec: %w", id, err)
 }
 
 func shortRandom() string {
@@ -127,8 +138,8 @@ type outputFifo struct {
 	done chan struct{}
 }
 
-// openOutputFifo makes the FIFO and copies what comes out of it to w
-// (maxExecOutput at most; the rest is read and dropped).
+// openOutputFifo makes the FIFO and copies what comes out of it to w (an
+// execOutput's stream, which keeps what fits and drops the rest).
 func openOutputFifo(path string, w io.Writer) (*outputFifo, error) {
 	if err := unix.Mkfifo(path, 0o600); err != nil {
 		return nil, fmt.Errorf("mkfifo %s: %w", path, err)
@@ -145,8 +156,7 @@ func openOutputFifo(path string, w io.Writer) (*outputFifo, error) {
 	f := &outputFifo{path: path, rd: rd, wr: wr, done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
-		io.Copy(w, io.LimitReader(rd, maxExecOutput))
-		io.Copy(io.Discard, rd) // a writer must not block on a full FIFO
+		io.Copy(w, rd) // w never fails: a writer must not block on a full FIFO
 	}()
 	return f, nil
 }

@@ -51,7 +51,10 @@ type Config struct {
 	// StreamAddr is the streaming server's address (Exec, PortForward):
 	// loopback, a free port by default.
 	StreamAddr string
-	Logger     *logrus.Entry
+	// ExecOutputBudget bounds the ExecSync output the service holds at
+	// once, all calls together (0: DefaultExecOutputBudget).
+	ExecOutputBudget int64
+	Logger           *logrus.Entry
 }
 
 // Server implements runtimeapi.RuntimeServiceServer. Methods not provided
@@ -70,6 +73,8 @@ type Server struct {
 	recs *records
 
 	stream *streaming.Server
+	// execBudget bounds the ExecSync output held at once.
+	execBudget *outputBudget
 }
 
 // New prepares the service; Start loads the records and reconciles them
@@ -94,7 +99,7 @@ func newServer(cfg Config, sup Loop, events EventSource, host podMounts) (*Serve
 			return nil, fmt.Errorf("cri: %w", err)
 		}
 	}
-	s := &Server{cfg: cfg, sup: sup, events: events, host: host, log: cfg.Logger, recs: newRecords()}
+	s := &Server{cfg: cfg, sup: sup, events: events, host: host, log: cfg.Logger, recs: newRecords(), execBudget: newOutputBudget(cfg.ExecOutputBudget)}
 	if err := s.openLayout(); err != nil {
 		return nil, err
 	}

@@ -25,7 +25,8 @@
 //	file PATH         print "file PATH: " and the file's content, spaces for newlines (uid_map)
 //	capeff            print "capeff HEX", the effective capability set from /proc/self/status
 //	status FIELD...   print "FIELD: VALUE" for these fields of /proc/self/status (Uid, Groups...)
-//	syscall NAME      try a syscall a seccomp profile may deny (keyctl, personality);
+//	syscall NAME      try a syscall a seccomp profile may deny (keyctl, personality,
+//	                  socket-alg, socket-vsock, socket-inet);
 //	                  print "syscall NAME: ok" or "syscall NAME: <error>"
 //	serve PORT WORDS  in the background, answer each TCP connection to PORT (all addresses) with
 //	                  WORDS and a newline, then close it, while the next steps run
@@ -34,6 +35,8 @@
 //	flood             write to stdout without end (blocks once nobody reads), until killed
 //	flood-bg          the same in the background, while the next steps run (a process whose
 //	                  exit comes while its output is unread: the exit benchmarks)
+//	fill N FD         write N bytes ('x') to fd FD (1 or 2), then go on
+//	await PATH        wait (inotify, no polling) until PATH exists
 //	exec PATH ARGS... replace this process by PATH (execve), giving it ARGS and the steps after
 //	                  this one (a set-uid copy of testinit then runs them with its identity)
 //
@@ -165,6 +168,10 @@ func run(step []string) error {
 		return serve(first(args), strings.Join(args[min(1, len(args)):], " "))
 	case "dial":
 		return dial(first(args))
+	case "fill":
+		return fill(args)
+	case "await":
+		return await(first(args))
 	case "child-sleep":
 		// used by fork: the children just wait to be killed
 		sleepForever()
@@ -271,6 +278,8 @@ func trySyscall(name string) error {
 	case "personality": // ADDR_NO_RANDOMIZE, then back to the default
 		_, _, errno = syscall.Syscall(syscall.SYS_PERSONALITY, 0x0040000, 0, 0)
 		syscall.Syscall(syscall.SYS_PERSONALITY, 0, 0, 0)
+	case "socket-alg", "socket-vsock", "socket-inet":
+		errno = trySocket(name)
 	default:
 		return fmt.Errorf("unknown syscall %q", name)
 	}
