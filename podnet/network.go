@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/containerd/errdefs"
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
-
-	"github.com/evjournal/containerd/internal/crashpoint"
 )
 
 // podInterface is the pod's interface name, as kubelet and containerd use.
@@ -53,26 +50,13 @@ func NewNetwork(c Config) (*Network, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loopback config: %w", err)
 	}
-	exec := pluginExec{&invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}}}
+	exec := pluginExec{&invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}}} // its own ExecPlugin (exec.go)
 	return &Network{
 		confDir:  c.ConfDir,
 		cacheDir: c.CacheDir,
 		cni:      libcni.NewCNIConfigWithCacheDir(c.PluginDirs, c.CacheDir, exec),
 		lo:       lo,
 	}, nil
-}
-
-// pluginExec runs the plugins, with a crash point after each ADD of one:
-// where the crash tests kill the daemon inside an ADD (before libcni has
-// cached it; docs/cri.md, "Crash points").
-type pluginExec struct{ invoke.Exec }
-
-func (e pluginExec) ExecPlugin(ctx context.Context, path string, stdin []byte, environ []string) ([]byte, error) {
-	out, err := e.Exec.ExecPlugin(ctx, path, stdin, environ)
-	if slices.Contains(environ, "CNI_COMMAND=ADD") {
-		crashpoint.At("run-pod:after-cni-plugin")
-	}
-	return out, err
 }
 
 // Status is nil when pods can be networked: a config is found and every

@@ -58,6 +58,9 @@ type crashCase struct {
 	// finds the shim still inside it (the restore abandons that create
 	// while the shim goes on with it).
 	slowCreate bool
+	// slowPortmap: portmap's ADD starts 2 s late, so that it would still
+	// run after the restart's DEL if it outlived the daemon.
+	slowPortmap bool
 }
 
 var crashCases = []crashCase{
@@ -65,6 +68,7 @@ var crashCases = []crashCase{
 	{point: "run-pod:after-record", call: callRunPod},
 	{point: "run-pod:after-netns", call: callRunPod},
 	// Inside the ADD: after loopback's, bridge's, portmap's (not cached yet).
+	{point: "run-pod:cni-plugin-running#3", call: callRunPod, slowPortmap: true}, // portmap's, killed with the daemon
 	{point: "run-pod:after-cni-plugin#2", call: callRunPod},
 	{point: "run-pod:after-cni-plugin#3", call: callRunPod},
 	{point: "run-pod:after-cni-add", call: callRunPod},
@@ -114,9 +118,12 @@ func TestCRICrashPoints(t *testing.T) {
 		if tc.slowCreate {
 			name += "_slow-create"
 		}
+		if tc.slowPortmap {
+			name += "_slow-portmap"
+		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			k := newCrashKubelet(t, tc.point, tc.slowCreate)
+			k := newCrashKubelet(t, tc)
 			k.upTo(t, tc.call)
 			k.crash(t, tc)
 			k.wantListed(t, tc)
@@ -168,17 +175,20 @@ type crashKubelet struct {
 	podID, ctrID string
 }
 
-func newCrashKubelet(t *testing.T, point string, slowCreate bool) *crashKubelet {
+func newCrashKubelet(t *testing.T, tc crashCase) *crashKubelet {
 	e := prepareCRIEnv(t)
 	e.d.Binary = fixture.ContainerdFailpoints(t, raceEnabled)
-	e.d.Wrap = []string{"env", crashpoint.Env + "=" + point}
+	e.d.Wrap = []string{"env", crashpoint.Env + "=" + tc.point}
+	if tc.slowPortmap {
+		e.d.Args = append(e.d.Args, "--cni-bin-dir", slowPortmapDir(t), "--cni-bin-dir", "/usr/lib/cni")
+	}
 	masq(t, e)
 	k := &crashKubelet{e: e, uid: randHex(8), cgroupParent: "/crie2e-" + randHex(4), hostPort: int32(20000 + randInt(30000))}
 	runc := e.d.Runtime
 	if runc == "" {
 		runc = fixture.Runc(t)
 	}
-	if slowCreate {
+	if tc.slowCreate {
 		e.d.Runtime = slowCreateRuntime(t, runc)
 	}
 	k.node = &fixture.CRINode{Runc: runc, RuncRoot: e.d.RuncRoot, Dir: e.d.Dir, StateDir: e.d.StateDir,
@@ -207,6 +217,17 @@ exec %[1]s "$@"
 		t.Fatal(err)
 	}
 	return path
+}
+
+// slowPortmapDir holds a portmap plugin whose ADD starts 2 s late; the
+// other plugins are found after it, in /usr/lib/cni.
+func slowPortmapDir(t *testing.T) string {
+	dir := t.TempDir()
+	script := "#!/bin/sh\n[ \"$CNI_COMMAND\" = ADD ] && sleep 2\nexec /usr/lib/cni/portmap \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "portmap"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // masq turns the bridge's masquerading on: its iptables rules are among
