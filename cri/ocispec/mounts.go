@@ -117,6 +117,10 @@ func criMount(m *runtime.Mount) (specs.Mount, string, error) {
 		return none, "", err
 	}
 	opts = append(opts, prop)
+	// The client's options (the CRI's mount_options: noexec, nodev,
+	// nosuid; the service refuses others) go before the daemon's ro/rw,
+	// so that the daemon's read-only is never undone by a later "rw".
+	opts = append(opts, m.GetMountOptions()...)
 	switch {
 	case m.GetRecursiveReadOnly():
 		if !m.GetReadonly() || m.GetPropagation() != runtime.MountPropagation_PROPAGATION_PRIVATE {
@@ -130,7 +134,6 @@ func criMount(m *runtime.Mount) (specs.Mount, string, error) {
 	}
 	// selinux_relabel is ignored: this kernel has no SELinux, and a label
 	// on a host path would change the host's files for nothing.
-	opts = append(opts, m.GetMountOptions()...)
 	uids, gids, err := mountIDMappings(m)
 	if err != nil {
 		return none, "", err

@@ -37,6 +37,9 @@ func (s *Server) CreateContainer(ctx context.Context, r *runtimeapi.CreateContai
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if err := validateContainerConfig(cfg, cmp.Or(r.GetSandboxConfig(), sb.cfg)); err != nil {
+		return nil, toStatus(err)
+	}
 	pod, err := s.readyPod(ctx, sb)
 	if err != nil {
 		return nil, toStatus(err)

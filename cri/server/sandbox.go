@@ -35,6 +35,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, r *runtimeapi.RunPodSandboxR
 	if cfg.GetMetadata().GetName() == "" {
 		return nil, toStatus(fmt.Errorf("sandbox config: metadata.name is required: %w", errdefs.ErrInvalidArgument))
 	}
+	if err := validateSandboxConfig(cfg); err != nil {
+		return nil, toStatus(err)
+	}
 	if h := r.GetRuntimeHandler(); h != "" && h != "runc" {
 		return nil, toStatus(fmt.Errorf("runtime handler %q: only the default (\"\" or \"runc\") is served: %w", h, errdefs.ErrNotFound))
 	}
