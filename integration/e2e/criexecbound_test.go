@@ -31,19 +31,36 @@ func runSleeper(t *testing.T, e *criEnv, name, image string, bend func(*runtimea
 	if err != nil {
 		t.Fatalf("RunPodSandbox %s: %v", name, err)
 	}
-	cfg := &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: name}, Image: &runtimeapi.ImageSpec{Image: pulled.ImageRef},
+	return pod, run.PodSandboxId, startSleeper(t, e, pod, run.PodSandboxId, name, pulled.ImageRef, bend)
+}
+
+// addSleeper adds a container like runSleeper's to a pod runSleeper made,
+// from the same image.
+func addSleeper(t *testing.T, e *criEnv, pod *runtimeapi.PodSandboxConfig, podID, name string, bend func(*runtimeapi.ContainerConfig)) string {
+	t.Helper()
+	cs, err := e.rt.ListContainers(cctx(t), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: podID}})
+	if err != nil || len(cs.Containers) == 0 {
+		t.Fatalf("the pod's containers: %v %v", cs, err)
+	}
+	return startSleeper(t, e, pod, podID, name, cs.Containers[0].ImageRef, bend)
+}
+
+func startSleeper(t *testing.T, e *criEnv, pod *runtimeapi.PodSandboxConfig, podID, name, image string, bend func(*runtimeapi.ContainerConfig)) string {
+	t.Helper()
+	ctx := cctx(t)
+	cfg := &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: name}, Image: &runtimeapi.ImageSpec{Image: image},
 		Command: []string{"/testinit"}, Args: []string{"sleep", "forever"}, Linux: &runtimeapi.LinuxContainerConfig{}}
 	if bend != nil {
 		bend(cfg)
 	}
-	cr, err := e.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: run.PodSandboxId, SandboxConfig: pod, Config: cfg})
+	cr, err := e.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: pod, Config: cfg})
 	if err != nil {
 		t.Fatalf("CreateContainer %s: %v", name, err)
 	}
 	if _, err := e.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: cr.ContainerId}); err != nil {
 		t.Fatalf("StartContainer %s: %v", name, err)
 	}
-	return pod, run.PodSandboxId, cr.ContainerId
+	return cr.ContainerId
 }
 
 // execSync runs the test init's steps in a container as kubelet calls
