@@ -28,7 +28,7 @@ func TestRootfsNothingUsableFromHost(t *testing.T) {
 		fixture.Entry{Name: "su", Body: "#!/bin/true\n", Mode: 0o4755},
 	))
 	ref := reg.push(t, "test/devices:1", img).String()
-	s, root := newStore(t, image.Options{})
+	_, root := newStore(t, image.Options{})
 	for _, d := range []string{root, filepath.Join(root, "containers")} {
 		os.Chmod(d, 0o755) // as an older daemon could leave them
 	}

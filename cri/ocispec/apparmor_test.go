@@ -47,6 +47,7 @@ func TestDefaultAppArmorSpec(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := baseContainer()
 			sc := cfg.Linux.SecurityContext
+			//lint:ignore SA1019 the deprecated name is what older kubelets send
 			sc.Apparmor, sc.ApparmorProfile, sc.Privileged = tt.prof, tt.legacy, tt.privileged
 			pod := podConfig(false)
 			pod.Linux.SecurityContext.Privileged = tt.privileged
