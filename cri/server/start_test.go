@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -52,6 +53,36 @@ func TestStartContainerTwice(t *testing.T) {
 				t.Fatalf("the container was started %d times, want once", n)
 			}
 		})
+	}
+}
+
+// TestStartContainerManyAtOnce: of concurrent starts of one container,
+// exactly one succeeds, the others are FailedPrecondition.
+func TestStartContainerManyAtOnce(t *testing.T) {
+	e := newEnv(t)
+	id := created(e, e.runPod("web"))
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = e.srv.StartContainer(context.Background(), &runtimeapi.StartContainerRequest{ContainerId: id})
+		})
+	}
+	close(start)
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		if err == nil {
+			won++
+		} else {
+			wantCode(t, err, codes.FailedPrecondition, id)
+		}
+	}
+	if won != 1 || countEvents(e.j, "start-container", id) != 1 {
+		t.Fatalf("%d starts succeeded, %d start-container events; want 1 and 1", won, countEvents(e.j, "start-container", id))
 	}
 }
 
