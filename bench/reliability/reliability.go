@@ -28,6 +28,8 @@ type Config struct {
 	CRITime    time.Duration // the CRI run stops after this even if kills remain
 	CRIWorkers int           // concurrent pod lifecycles
 
+	HostileTime time.Duration // how long the cri-hostile check throws hostile pulls, creates and execs
+
 	TornStride   int // torn-tail offsets tested: every TornStride-th byte (1 = every byte)
 	CompactKills int // SIGKILLs of a daemon compacting a small journal under load
 
@@ -48,14 +50,14 @@ type Config struct {
 func Full() Config {
 	return Config{ChaosKills: 24, ChaosTime: 6 * time.Minute, ChaosWorkers: 4, TornStride: 1, CompactKills: 12,
 		BadInputLoad: 5 * time.Second, LeakCycles: 1000, LeakParallel: 4, SlowSubTimeout: 5 * time.Minute,
-		CRIKills: 24, CRITime: 6 * time.Minute, CRIWorkers: 4}
+		CRIKills: 24, CRITime: 6 * time.Minute, CRIWorkers: 4, HostileTime: 2 * time.Minute}
 }
 
 // Short is the CI mode: the same checks, bounded to well under 2 minutes.
 func Short() Config {
 	return Config{ChaosKills: 6, ChaosTime: 40 * time.Second, ChaosWorkers: 3, TornStride: 5, CompactKills: 4,
 		BadInputLoad: time.Second, LeakCycles: 100, LeakParallel: 4, SlowSubTimeout: 5 * time.Minute,
-		CRIKills: 5, CRITime: 30 * time.Second, CRIWorkers: 3}
+		CRIKills: 5, CRITime: 30 * time.Second, CRIWorkers: 3, HostileTime: 15 * time.Second}
 }
 
 // Suite is one run of the checks on one environment.
@@ -80,6 +82,7 @@ var Checks = []Check{
 	{"leaks", (*Suite).leaks},
 	{"chaos", (*Suite).chaos},
 	{"cri-chaos", (*Suite).criChaos},
+	{"cri-hostile", (*Suite).criHostile},
 }
 
 // Run runs every check not skipped, each on its own daemons in one
