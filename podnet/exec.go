@@ -17,12 +17,15 @@ import (
 	"github.com/evjournal/containerd/internal/crashpoint"
 )
 
-// pluginExec runs the CNI plugins as libcni's RawExec does, except that a
-// plugin dies with the daemon: a plugin left running by a killed daemon
-// went on after the restart had torn the pod down, and made its iptables
-// rules (or its lease) for a pod that no longer exists, for ever. The
-// crash tests kill the daemon while a plugin's ADD runs and after each
-// one (docs/cri.md, "Crash points").
+// pluginExec runs the CNI plugins as libcni's RawExec does, except that an
+// ADD dies with the daemon: one left running by a killed daemon went on
+// after the restart had torn the pod down, and made its iptables rules (or
+// its lease) for a pod that no longer exists, for ever. A DEL is left to
+// finish: one cut short can leave what no later DEL finds (the bridge
+// plugin removes its masquerading for the addresses it finds in the pod's
+// netns, and the interface may be gone already). The crash tests kill the
+// daemon while a plugin's ADD runs and after each one (docs/cri.md, "Crash
+// points").
 type pluginExec struct{ *invoke.DefaultExec }
 
 func (e pluginExec) ExecPlugin(ctx context.Context, path string, stdin []byte, environ []string) ([]byte, error) {
@@ -34,22 +37,33 @@ func (e pluginExec) ExecPlugin(ctx context.Context, path string, stdin []byte, e
 	return out, err
 }
 
-// runPlugin runs one plugin with Pdeathsig set, from a thread kept locked
-// until it exits (Pdeathsig is sent when the thread that forked exits, and
-// another goroutine could end a thread it had locked).
+// running is the crash point while a plugin runs: an ADD's dies with the
+// daemon, a DEL's goes on.
+func running(add bool, environ []string) {
+	switch {
+	case add:
+		crashpoint.At("run-pod:cni-plugin-running")
+	case slices.Contains(environ, "CNI_COMMAND=DEL"):
+		crashpoint.At("network-down:cni-plugin-running")
+	}
+}
+
+// runPlugin runs one plugin; an ADD with Pdeathsig set, from a thread kept
+// locked until it exits (Pdeathsig is sent when the thread that forked
+// exits, and another goroutine could end a thread it had locked).
 func runPlugin(ctx context.Context, path string, stdin []byte, environ []string, add bool) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, path)
 	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = environ, bytes.NewReader(stdin), &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	goruntime.LockOSThread()
-	defer goruntime.UnlockOSThread()
+	if add {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		goruntime.LockOSThread()
+		defer goruntime.UnlockOSThread()
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, pluginError(err, nil, nil)
 	}
-	if add {
-		crashpoint.At("run-pod:cni-plugin-running")
-	}
+	running(add, environ)
 	if err := cmd.Wait(); err != nil {
 		return nil, pluginError(err, stdout.Bytes(), stderr.Bytes())
 	}

@@ -104,6 +104,8 @@ var crashCases = []crashCase{
 
 	{point: "stop-pod:after-containers", call: callStopPod, pod: "READY", ctr: "EXITED", exitSet: []int32{137}},
 	{point: "stop-pod:after-pause", call: callStopPod, pod: "NOTREADY", ctr: "EXITED", exitSet: []int32{137}},
+	// The DEL of portmap (#1), then of bridge (#2), which goes on without the daemon.
+	{point: "network-down:cni-plugin-running#2", call: callStopPod, pod: "NOTREADY", ctr: "EXITED", exitSet: []int32{137}},
 	{point: "network-down:after-cni-del", call: callStopPod, pod: "NOTREADY", ctr: "EXITED", exitSet: []int32{137}},
 
 	{point: "remove-pod:after-containers", call: callRemovePod, pod: "READY"},
