@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	criserver "github.com/evjournal/containerd/cri/server"
 	"github.com/evjournal/containerd/image"
 	"github.com/evjournal/containerd/supervisor/journal"
 	"github.com/urfave/cli/v2"
@@ -38,7 +39,7 @@ func TestDefaults(t *testing.T) {
 		retainCount: 500, asideKeep: 50, syncPolicy: journal.SyncBatch, reconcileInterval: 10 * time.Second,
 		subscriberBuffer: 2048, metricsInterval: 5 * time.Minute,
 		cri: criConfig{root: "/var/lib/containerd", cniBinDirs: []string{"/usr/lib/cni"}, cniConfDir: "/etc/cni/net.d", mirrors: map[string][]string{},
-			limits: image.DefaultLimits},
+			limits: image.DefaultLimits, execSyncBudget: criserver.DefaultExecOutputBudget},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("defaults\n got %+v\nwant %+v", cfg, want)
@@ -68,7 +69,7 @@ func TestFlags(t *testing.T) {
 		graphiteAddress: "g:2003", subscriberBuffer: 64,
 		cri: criConfig{listen: filepath.Join(wd, "rel/cri.sock"), root: filepath.Join(wd, "rel/root"), cniBinDirs: []string{"/a", "/b"},
 			cniConfDir: "/c", mirrors: map[string][]string{"registry.k8s.io": {"http://127.0.0.1:5000", "http://m2"}, "docker.io": {"http://m3"}},
-			insecure: []string{"r:5000"}, pause: filepath.Join(wd, "rel/pause"), limits: image.DefaultLimits},
+			insecure: []string{"r:5000"}, pause: filepath.Join(wd, "rel/pause"), limits: image.DefaultLimits, execSyncBudget: criserver.DefaultExecOutputBudget},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("flags\n got %+v\nwant %+v", cfg, want)
