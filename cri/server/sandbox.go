@@ -29,7 +29,10 @@ const stopWait = 30 * time.Second
 // hosts), commits it (visible from then on) and runs its pause process as
 // a container of the loop. Each step's undo is registered before the step
 // and runs with a context of its own: a failed or cancelled request leaves
-// nothing, or, when the cleanup itself fails, a NOTREADY pod to remove.
+// nothing, or, when the cleanup itself fails, a NOTREADY pod to remove. A
+// request cancelled while the pause starts leaves such a pod too (its
+// removal is refused until the start ends, and the pause the start made is
+// killed): kubelet's next attempt and its sandbox GC remove it.
 func (s *Server) RunPodSandbox(ctx context.Context, r *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
 	cfg := r.GetConfig()
 	if cfg.GetMetadata().GetName() == "" {
