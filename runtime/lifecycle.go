@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	"golang.org/x/sys/unix"
 
 	"github.com/evjournal/containerd/bundle"
 )
@@ -100,6 +101,57 @@ func (c *Container) Delete(ctx context.Context) error {
 	c.waitShims(shimExitTimeout)
 	c.closeProcesses()
 	return c.removeDir()
+}
+
+// abandonWait bounds DeleteAbandoned's wait for the shims of a create a
+// crash cut short.
+const abandonWait = 30 * time.Second
+
+// DeleteAbandoned is Delete for a container whose create a crash cut short.
+// Its shim outlived the daemon and may still be inside runc create or
+// start: runc state may appear after a first delete, and the shim then
+// runs a container that nobody was told of (the reliability suite's CRI
+// chaos saw one run on after the restart's cleanup). So runc delete
+// --force is repeated until every shim of the container is gone (a shim
+// exits once its process died, or once its create failed), and only then
+// is the dir removed. After abandonWait it fails: the caller retries.
+func (c *Container) DeleteAbandoned(ctx context.Context) error {
+	deadline := time.Now().Add(abandonWait)
+	for {
+		if err := c.deleteRuncIfOwner(ctx); err != nil {
+			return err
+		}
+		if c.awaitShims(time.Second) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("container %q: a shim still runs %s after the delete of a create cut short", c.rec.ID, abandonWait)
+		}
+	}
+	// What the create made before its shim went.
+	if err := c.deleteRuncIfOwner(ctx); err != nil {
+		return err
+	}
+	c.closeProcesses()
+	return c.removeDir()
+}
+
+// awaitShims waits up to d for the shim of every process, known by its pid
+// and start time, to be gone; it reports whether they all are.
+func (c *Container) awaitShims(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for _, p := range c.Processes() {
+		fd, err := openVerifiedPidfd(p.shimPid, p.shimStart)
+		if err != nil {
+			continue // gone, or never known
+		}
+		gone := pollFor(fd, unix.POLLIN, unix.POLLIN|unix.POLLHUP, max(time.Until(deadline), 0))
+		unix.Close(fd)
+		if !gone {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Container) deleteRuncIfOwner(ctx context.Context) error {

@@ -295,6 +295,8 @@ func (c *fakeContainer) Retire() error {
 	return nil
 }
 
+func (c *fakeContainer) DeleteAbandoned(ctx context.Context) error { return c.Delete(ctx) }
+
 func (c *fakeContainer) Delete(context.Context) error {
 	c.rt.mu.Lock()
 	defer c.rt.mu.Unlock()

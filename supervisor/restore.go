@@ -227,7 +227,9 @@ func (s *Supervisor) abandonCreate(c Container) {
 	for _, p := range c.Processes() {
 		p.Close()
 	}
-	s.enqueue(c.ID(), s.cleanupStep("abandon-create", c))
+	st := s.cleanupStep("abandon-create", c)
+	st.work = c.DeleteAbandoned // its shim may still be inside runc create
+	s.enqueue(c.ID(), st)
 }
 
 // abandonExec removes an exec whose start a crash interrupted: no client

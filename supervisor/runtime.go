@@ -62,6 +62,9 @@ type Container interface {
 	OOMBaseline(dir string) (count uint64, ok bool)
 	Retire() error
 	Delete(ctx context.Context) error
+	// DeleteAbandoned is Delete for a create a crash cut short, whose shim
+	// may still be running runc: it deletes until the shim is gone.
+	DeleteAbandoned(ctx context.Context) error
 	// Discard removes the daemon's own state when Delete keeps failing
 	// (the runtime's state, if any, is left).
 	Discard() error

@@ -143,12 +143,13 @@ func (c *fakeContainer) Checkpoints(string) ([]runtime.Checkpoint, error) { retu
 func (c *fakeContainer) DeleteCheckpoint(dir, name string) error {
 	return runtime.ValidateID(name)
 }
-func (c *fakeContainer) OOMCgroups() (string, string)      { return "", "" }
-func (c *fakeContainer) OOMBaseline(string) (uint64, bool) { return 0, false }
-func (c *fakeContainer) Retire() error                     { return nil }
-func (c *fakeContainer) Records() supervisor.Records       { return fakeRecords{} }
-func (c *fakeContainer) Delete(context.Context) error      { return nil }
-func (c *fakeContainer) Discard() error                    { return nil }
+func (c *fakeContainer) OOMCgroups() (string, string)          { return "", "" }
+func (c *fakeContainer) OOMBaseline(string) (uint64, bool)     { return 0, false }
+func (c *fakeContainer) Retire() error                         { return nil }
+func (c *fakeContainer) Records() supervisor.Records           { return fakeRecords{} }
+func (c *fakeContainer) Delete(context.Context) error          { return nil }
+func (c *fakeContainer) DeleteAbandoned(context.Context) error { return nil }
+func (c *fakeContainer) Discard() error                        { return nil }
 
 type fakeProcess struct {
 	// implements supervisor.Process (no embedding, see fakeRuntime)
