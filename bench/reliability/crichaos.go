@@ -74,7 +74,7 @@ func (c *criChaosRun) intn(n int) int {
 func (c *criChaosRun) run() error {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var cycle [64]int
+	cycle := make([]int, c.s.cfg.CRIWorkers) // each worker's pod count, its own
 	harness.Repeat(c.s.cfg.CRIWorkers, stop, &wg, func(w int) bool {
 		cycle[w]++
 		return c.podCycle(stop, w, cycle[w]) == nil
