@@ -387,7 +387,7 @@ func TestTeardownWithoutNetNS(t *testing.T) {
 // port) but libcni, which caches an ADD once it all succeeded, cached
 // nothing. The teardown after the restart must free all of it: the port
 // mappings for portmap's DEL come from the note Setup wrote before the
-// ADD. Setup and Teardown leave no note behind.
+// ADD. Setup and Teardown leave no note behind, nor a note's temp file.
 func TestTeardownAfterAnADDCutShort(t *testing.T) {
 	tn := newTestNet(t, true)
 	opts := SetupOptions{Namespace: "default", Name: "cut", PortMappings: []PortMapping{{HostPort: int32(freePort(t)), ContainerPort: 80}}}
@@ -405,6 +405,10 @@ func TestTeardownAfterAnADDCutShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := tn.notePending(p.id, rt); err != nil {
+		t.Fatal(err)
+	}
+	// And the temp file of an earlier note's write, cut short too.
+	if err := os.WriteFile(filepath.Join(tn.cacheDir, "pending", "."+p.id+".tmp-123"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(filepath.Join(tn.cacheDir, "results")); err != nil {

@@ -72,14 +72,18 @@ func (n *Network) pending(podID string) (*pendingAdd, error) {
 	return &p, nil
 }
 
-// dropPending forgets the args noted for podID's ADD.
+// dropPending forgets the args noted for podID's ADD, and the temp file of
+// a note whose write a crash cut short (atomicfile's ".<name>.tmp-*").
 func (n *Network) dropPending(podID string) error {
 	path, err := n.pendingPath(podID)
 	if err != nil {
 		return nil
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	temps, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "."+podID+".tmp-*"))
+	for _, p := range append(temps, path) {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
 	return nil
 }
