@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,20 +88,7 @@ func (n *criNode) network(env *harness.Env) (string, error) {
 // the first call after a restart waits for the daemon instead of failing.
 func (n *criNode) connect(env *harness.Env, sock string) error {
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			for {
-				var dl net.Dialer
-				c, err := dl.DialContext(ctx, "unix", sock)
-				if err == nil {
-					return c, nil
-				}
-				select {
-				case <-ctx.Done():
-					return nil, err
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
-		}))
+		grpc.WithContextDialer(harness.WaitingUnixDialer(sock)))
 	if err != nil {
 		return err
 	}

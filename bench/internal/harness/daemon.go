@@ -118,26 +118,33 @@ func (d *Daemon) connect() error {
 	conn, err := grpc.NewClient("unix://"+sock,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			for {
-				var dl net.Dialer
-				c, err := dl.DialContext(ctx, "unix", sock)
-				if err == nil {
-					return c, nil
-				}
-				select {
-				case <-ctx.Done():
-					return nil, err
-				case <-time.After(2 * time.Millisecond):
-				}
-			}
-		}))
+		grpc.WithContextDialer(WaitingUnixDialer(sock)))
 	if err != nil {
 		return err
 	}
 	d.conn = conn
 	d.Client = types.NewAPIClient(conn)
 	return nil
+}
+
+// WaitingUnixDialer dials the unix socket sock, retrying every 2 ms until
+// the dial's context ends: the first call after a daemon's (re)start waits
+// for its socket instead of failing.
+func WaitingUnixDialer(sock string) func(ctx context.Context, _ string) (net.Conn, error) {
+	return func(ctx context.Context, _ string) (net.Conn, error) {
+		for {
+			var dl net.Dialer
+			c, err := dl.DialContext(ctx, "unix", sock)
+			if err == nil {
+				return c, nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil, err
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}
 }
 
 // NewClient opens another connection to the daemon (own HTTP/2 flow
