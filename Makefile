@@ -160,6 +160,16 @@ critest: build
 	@test -n "$(CRI_TOOLS)" || { echo "usage: make critest CRI_TOOLS=/path/to/cri-tools" >&2; exit 1; }
 	GO=$(GO) CRI_TOOLS=$(CRI_TOOLS) ./integration/critest/run.sh
 
+# Kubernetes' node e2e suite (test/e2e_node, its [NodeConformance] specs)
+# with the daemon as the node's runtime: the suite's in-process API server
+# and etcd, a kubelet on --cri-listen, a CNI network, the images it pulls
+# rebuilt offline and served from a local registry (root; manual, not part
+# of `make test`; the first run builds the suite, about 10 minutes, and a
+# full run takes about an hour here). See docs/node-conformance.md.
+.PHONY: node-conformance
+node-conformance: build
+	GO=$(GO) ./integration/node-conformance/run.sh
+
 clean:
 	rm -rf $(BIN)
 

@@ -1,0 +1,449 @@
+#!/usr/bin/env bash
+# make node-conformance: Kubernetes' node e2e suite (test/e2e_node, the
+# [NodeConformance] specs) with bin/containerd --cri-listen as the node's
+# container runtime, fully offline. See docs/node-conformance.md.
+#
+#   1. builds (cached in bin/) kubelet, the suite's e2e_node.test, and the
+#      suite's agnhost and nonewprivs programs from the Go module proxy;
+#   2. stages the images the specs pull, rebuilt offline (agnhost,
+#      nonewprivs, busybox from Debian's busybox-static, pause from bin/pause,
+#      nginx and glibc's hostname in a minimal Debian root filesystem from
+#      .debs, nonroot as busybox run as 1234) and serves them from a registry
+#      of its own (integration/node-conformance/registry) on a free loopback
+#      port, under their original paths and tags;
+#   3. starts bin/containerd on private dirs with a CNI network of its own
+#      (bridge + host-local + portmap), the registries the suite names
+#      mirrored to that registry, in a cgroup of its own (kubelet's
+#      --runtime-cgroups);
+#   4. runs e2e_node.test: it starts etcd and the API server in-process and
+#      the kubelet next to it (bin/kubelet) on the daemon's CRI socket;
+#   5. cleans up: pods through the CRI, kubelet, the daemon, its shims and
+#      runc containers, mounts under the work dir and /var/lib/kubelet (the
+#      suite's fixed kubelet root), the bridge, the cgroups, the registry.
+#
+# Needs root, `make build`, the Go module proxy and Debian's archive the first
+# time (kubelet, e2e_node.test: about 10 minutes of building; .debs cached in
+# bin/node-conformance-cache). Knobs (environment):
+#   NODE_CONFORMANCE_FOCUS  ginkgo focus (default '\[NodeConformance\]')
+#   NODE_CONFORMANCE_SKIP   ginkgo skip (default 'Flaky|Slow|Serial')
+#   NODE_CONFORMANCE_ARGS   more e2e_node.test flags (split on spaces)
+#   NODE_CONFORMANCE_OUT    results dir (default bin/node-conformance-results)
+#   DRY_RUN=1               list the specs (ginkgo dry run), start nothing
+#   KEEP=1                  keep the work dir
+# Results: e2e.log (the suite's output), junit.xml, summary.txt (counts,
+# then every spec with its state), kubelet.log, daemon.log, registry.log.
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+BIN=$REPO/bin
+GO=${GO:-go}
+export KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
+OUT=${NODE_CONFORMANCE_OUT:-$BIN/node-conformance-results}
+CACHE=$BIN/node-conformance-cache
+FOCUS=${NODE_CONFORMANCE_FOCUS:-'\[NodeConformance\]'}
+SKIP=${NODE_CONFORMANCE_SKIP:-'Flaky|Slow|Serial'}
+KUBELET_ROOT=/var/lib/kubelet # fixed by the suite (services.KubeletRootDirectory)
+
+say() { printf '%s node-conformance: %s\n' "$(date +%T)" "$*" >&2; }
+die() { say "FATAL: $*"; exit 1; }
+
+[[ $(id -u) == 0 ]] || die "needs root"
+for b in containerd containerd-shim runc pause; do
+	[[ -x $BIN/$b ]] || die "bin/$b missing: run make build"
+done
+if [[ ! -x /usr/lib/cni/bridge || ! -x /usr/lib/cni/host-local || ! -x /usr/lib/cni/portmap || ! -x /usr/lib/cni/loopback ]] ||
+	! command -v iptables >/dev/null || ! command -v curl >/dev/null; then
+	say "installing containernetworking-plugins, iptables, curl"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containernetworking-plugins iptables curl >/dev/null
+fi
+for c in dpkg-deb apt-get ip mount umount; do
+	command -v $c >/dev/null || die "$c missing"
+done
+
+# ------------------------------------------------------------ 1. binaries
+
+T0=$SECONDS
+GO=$GO ./integration/kubelet/build-kubelet.sh "$BIN/kubelet"
+GO=$GO ./integration/node-conformance/build-e2e-node.sh "$BIN"
+say "kubelet: $("$BIN/kubelet" --version); suite: k8s.io/kubernetes@$KUBE_VERSION test/e2e_node ($((SECONDS - T0))s of building)"
+
+W=$(mktemp -d /tmp/node-conformance.XXXXXX)
+# Searchable by others (not listable): runc finds a user-namespaced pod's
+# rootfs under --root from inside the namespace, where root is "others".
+chmod 0711 "$W"
+mkdir -p "$W"/{bin,stage,state,journal,root,runc,runc-test-handler,cni,ipam,logs,path,report,podlogs} "$OUT"
+LOGS=$W/logs
+SOCK=$W/cri.sock
+SUFFIX=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+BRIDGE=nc$SUFFIX
+CG=/node-conformance-$SUFFIX # the daemon's and kubelet's cgroups, in every v1 hierarchy
+DAEMON_PID= REGISTRY_PID= E2E_PID=
+MADE_KUBELET_ROOT=0
+MADE_KUBEPODS=()
+
+stop_pid() { # stop_pid PID: stop a process this script started and reap it
+	local pid=$1 i
+	[[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for i in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+	kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null || true
+}
+
+# pids_of EXE: the processes running EXE with the work dir on their command line
+pids_of() {
+	local pid
+	for pid in $(grep -lsF "$W" /proc/[0-9]*/cmdline | cut -d/ -f3); do
+		[[ $(readlink "/proc/$pid/exe" 2>/dev/null) == "$1" ]] && echo "$pid"
+	done
+	return 0
+}
+
+mounts_under() { awk -v d="$1/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo; }
+
+cleanup() {
+	local rc=$? pid p m c
+	set +e
+	trap - EXIT INT TERM
+	say "cleanup"
+	stop_pid "$E2E_PID"
+	# kubelet dies with the suite (Pdeathsig); one that did not is ours by
+	# its config in the work dir
+	for pid in $(pids_of "$BIN/kubelet"); do kill -KILL "$pid"; done
+	if [[ -n $DAEMON_PID ]] && kill -0 "$DAEMON_PID" 2>/dev/null; then
+		# what the suite left, removed as kubelet would (CNI DEL included)
+		timeout 180 "$W/bin/cri" -socket "$SOCK" rmpods >"$LOGS/cleanup-rmpods.log" 2>&1
+	fi
+	stop_pid "$DAEMON_PID"
+	# shims outlive the daemon by design: stop the ones of this run, then
+	# any container runc still has
+	for pid in $(pids_of "$BIN/containerd-shim"); do kill -KILL "$pid"; done
+	for r in "$W/runc" "$W/runc-test-handler"; do
+		for p in $("$BIN/runc" --root "$r" list -q 2>/dev/null); do
+			"$BIN/runc" --root "$r" delete --force "$p" >/dev/null 2>&1
+		done
+	done
+	stop_pid "$REGISTRY_PID"
+	# mounts under the work dir and kubelet's root (overlays, shm, netns
+	# pins, volumes), deepest first
+	for d in "$W" "$KUBELET_ROOT"; do
+		m=$(mounts_under "$d" | sort -r)
+		for p in $m; do umount -l "$p" 2>/dev/null; done
+		[[ -n $m ]] && say "unmounted what was left under $d: $(echo $m | wc -w) mounts"
+	done
+	[[ $MADE_KUBELET_ROOT == 1 ]] && rm -rf "$KUBELET_ROOT"
+	ip link del "$BRIDGE" 2>/dev/null
+	for c in /sys/fs/cgroup/*/; do
+		[[ -d $c$CG ]] && find "$c$CG" -depth -type d -exec rmdir {} + 2>/dev/null
+		for p in "${MADE_KUBEPODS[@]}"; do
+			[[ $p == "$c"* && -d $p ]] && find "$p" -depth -type d -exec rmdir {} + 2>/dev/null
+		done
+	done
+	cp -f "$LOGS"/* "$OUT"/ 2>/dev/null
+	if [[ ${KEEP:-} == 1 ]]; then
+		say "work dir kept: $W"
+	else
+		rm -rf "$W"
+	fi
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() { # a free loopback TCP port
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 20000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+	done
+}
+
+# The suite's e2e_node.test flags, shared by the dry run and the run.
+REPORT=$W/report
+e2e_args=(
+	--ginkgo.focus="$FOCUS" --ginkgo.skip="$SKIP"
+	--ginkgo.no-color --ginkgo.timeout=24h
+	--ginkgo.junit-report="$LOGS/junit.xml"
+	--report-dir="$REPORT"
+	--prepull-images=false
+	--container-runtime-endpoint="unix://$SOCK" --image-service-endpoint="unix://$SOCK"
+	--container-runtime-pid-file="$W/containerd.pid"
+)
+
+if [[ ${DRY_RUN:-} == 1 ]]; then
+	(cd "$W" && "$BIN/e2e_node.test" "${e2e_args[@]}" --ginkgo.dry-run --ginkgo.v ${NODE_CONFORMANCE_ARGS:-}) >"$LOGS/e2e.log" 2>&1 || true
+	grep -E '^(Ran |Will run)' "$LOGS/e2e.log" >&2 || tail -20 "$LOGS/e2e.log" >&2
+	exit 0
+fi
+
+# ------------------------------------------------------------ host checks
+
+# The suite's kubelet has fixed ports and a fixed root dir.
+for p in 6443 10248 10250 10255; do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then die "127.0.0.1:$p is in use (the suite's API server and kubelet use it)"; fi
+done
+if [[ -e $KUBELET_ROOT ]]; then
+	[[ -z $(ls -A "$KUBELET_ROOT") ]] || die "$KUBELET_ROOT is not empty: another kubelet's? (the suite's kubelet root is fixed there)"
+else
+	MADE_KUBELET_ROOT=1
+	mkdir -p "$KUBELET_ROOT"
+fi
+# kubelet makes /kubepods (cgroupRoot /: the specs look for the QoS
+# cgroups there); removed at the end when this run made it
+for c in /sys/fs/cgroup/*/; do
+	[[ -e ${c}cgroup.procs && ! -e ${c}kubepods ]] && MADE_KUBEPODS+=("${c}kubepods")
+done
+
+# ------------------------------------------------------------ 2. images
+
+# Debian packages, cached: busybox-static (the busybox image, and the shell
+# of the Debian root filesystem), and the minimal root filesystem of the
+# nginx and glibc-dns-testing images: glibc, nginx and its libraries,
+# hostname (glibc's `hostname -f`).
+DEBS=(busybox-static base-files libc6 libgcc-s1 libcrypt1 libpcre2-8-0 libssl3 zlib1g nginx nginx-common hostname)
+mkdir -p "$CACHE"
+for pkg in "${DEBS[@]}"; do
+	if ! ls "$CACHE/${pkg}"_*.deb >/dev/null 2>&1; then
+		say "apt-get download $pkg"
+		(cd "$CACHE" && apt-get download -q "$pkg" 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2) ||
+			die "apt-get download $pkg failed"
+	fi
+done
+deb() { ls "$CACHE/$1"_*.deb | head -1; }
+
+S=$W/stage
+say "staging image trees"
+# busybox: Debian's busybox-static with every applet a hard link in /bin
+# (as in the busybox image), /tmp 1777; the users come from the registry.
+B=$S/busybox
+mkdir -p "$W/deb-bb" "$B"/{bin,etc,root,tmp,var/www,var/spool/mail,home,proc,sys,dev}
+dpkg-deb -x "$(deb busybox-static)" "$W/deb-bb"
+chmod 1777 "$B/tmp"
+chmod 0700 "$B/root"
+install -m 0755 "$W/deb-bb/bin/busybox" "$B/bin/busybox"
+for a in $("$B/bin/busybox" --list); do
+	[[ -e $B/bin/$a ]] || ln "$B/bin/busybox" "$B/bin/$a"
+done
+printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n' >"$B/etc/nsswitch.conf"
+
+# agnhost: its program as /agnhost, /agnhost-2 a link to it (entrypoint
+# specs), /uploads (netexec)
+mkdir -p "$S/agnhost/uploads"
+install -m 0755 "$BIN/e2e-agnhost" "$S/agnhost/agnhost"
+ln -s agnhost "$S/agnhost/agnhost-2"
+
+# nonewprivs: the suite's nnp, setuid root
+install -D -m 4755 "$BIN/e2e-nnp" "$S/nonewprivs/usr/local/bin/nnp"
+
+# pause
+install -D -m 0755 "$BIN/pause" "$S/pause/pause"
+
+# The Debian root filesystem: the packages unpacked (dpkg-deb -x, no
+# maintainer scripts), sh and the rest of the applets from busybox-static
+# where Debian has no program of that name, users, an nginx config of ours.
+D=$S/debian
+mkdir -p "$D"
+for pkg in "${DEBS[@]}"; do
+	[[ $pkg == busybox-static ]] || dpkg-deb -x "$(deb "$pkg")" "$D"
+done
+rm -rf "$D/usr/share/doc" "$D/usr/share/man" "$D/usr/share/locale" "$D/usr/share/lintian"
+mkdir -p "$D"/{bin,tmp,root,proc,sys,dev,run,var/log/nginx,var/lib/nginx,var/www/html,usr/share/nginx/html}
+chmod 1777 "$D/tmp"
+install -m 0755 "$W/deb-bb/bin/busybox" "$D/bin/busybox"
+for a in $("$D/bin/busybox" --list); do
+	[[ -e $D/bin/$a || -e $D/usr/bin/$a || -e $D/sbin/$a || -e $D/usr/sbin/$a ]] || ln "$D/bin/busybox" "$D/bin/$a"
+done
+[[ -x $D/bin/hostname ]] || die "Debian's hostname missing from the root filesystem"
+cat >"$D/etc/passwd" <<'EOF'
+root:x:0:0:root:/root:/bin/sh
+daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin
+bin:x:2:2:bin:/bin:/usr/sbin/nologin
+sys:x:3:3:sys:/dev:/usr/sbin/nologin
+www-data:x:33:33:www-data:/var/www:/usr/sbin/nologin
+nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin
+EOF
+cat >"$D/etc/group" <<'EOF'
+root:x:0:
+daemon:x:1:
+bin:x:2:
+sys:x:3:
+adm:x:4:
+tty:x:5:
+www-data:x:33:
+users:x:100:
+nogroup:x:65534:
+EOF
+printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n' >"$D/etc/nsswitch.conf"
+cat >"$D/etc/nginx/nginx.conf" <<'EOF'
+user www-data;
+worker_processes 1;
+pid /run/nginx.pid;
+error_log stderr notice;
+events { worker_connections 256; }
+http {
+	access_log /dev/stdout;
+	default_type text/html;
+	client_body_temp_path /var/lib/nginx/body;
+	proxy_temp_path /var/lib/nginx/proxy;
+	fastcgi_temp_path /var/lib/nginx/fastcgi;
+	uwsgi_temp_path /var/lib/nginx/uwsgi;
+	scgi_temp_path /var/lib/nginx/scgi;
+	server {
+		listen 80;
+		root /usr/share/nginx/html;
+		index index.html;
+	}
+}
+EOF
+printf '<html><body><h1>Welcome to nginx!</h1></body></html>\n' >"$D/usr/share/nginx/html/index.html"
+
+# ------------------------------------------------------------ registry
+
+say "building the registry and the CRI client"
+$GO build -o "$W/bin/registry" ./integration/node-conformance/registry
+$GO build -o "$W/bin/cri" ./integration/kubelet/cri
+REGISTRY=127.0.0.1:$(free_port)
+"$W/bin/registry" -addr "$REGISTRY" -stage "$S" -ready "$W/registry.ready" >"$LOGS/registry.log" 2>&1 &
+REGISTRY_PID=$!
+for i in $(seq 600); do
+	[[ -s $W/registry.ready ]] && break
+	kill -0 "$REGISTRY_PID" 2>/dev/null || { cat "$LOGS/registry.log" >&2; die "registry exited"; }
+	sleep 0.2
+done
+[[ -s $W/registry.ready ]] || die "registry did not push its images"
+say "registry on $REGISTRY: $(wc -l <"$W/registry.ready") images"
+# The suite's registry override: its images are named after the local
+# registry (the pulls go there by name); the registries it cannot reach
+# offline stay as they are (the specs that pull from them expect a failure).
+cat >"$W/repo-list.yaml" <<EOF
+promoterE2eRegistry: $REGISTRY/e2e-test-images
+buildImageRegistry: $REGISTRY/build-image
+gcEtcdRegistry: $REGISTRY
+gcRegistry: $REGISTRY
+sigStorageRegistry: $REGISTRY/sig-storage
+dockerLibraryRegistry: $REGISTRY/library
+cloudProviderGcpRegistry: $REGISTRY/cloud-provider-gcp
+EOF
+export KUBE_TEST_REPO_LIST=$W/repo-list.yaml
+
+# ------------------------------------------------------------ 3. daemon
+
+for i in $(seq 50); do
+	SUBNET=10.$((200 + RANDOM % 50)).$((RANDOM % 256)).0/24
+	ip route | grep -q "^${SUBNET%.0/24}\." || break
+done
+cat >"$W/cni/10-node-conformance.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "node-conformance-$SUFFIX", "plugins": [
+  {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$SUBNET"}]], "dataDir": "$W/ipam",
+            "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}]}
+EOF
+# The RuntimeClass specs run pods with the handler "test-handler": runc
+# again, under a runc root of its own, when the daemon has handlers.
+handler_args=()
+if "$BIN/containerd" --help 2>&1 | grep -q -- '--cri-runtime-handler'; then
+	handler_args=(--cri-runtime-handler "test-handler=$BIN/runc,--root=$W/runc-test-handler")
+else
+	say "this daemon has no --cri-runtime-handler: the RuntimeClass specs will fail"
+fi
+# The daemon runs in a cgroup of its own in every v1 hierarchy (kubelet's
+# --runtime-cgroups: the "runtime" system container of the stats summary);
+# it is moved there as soon as it runs, before any shim starts (they start
+# there too, and runc moves each container into its pod's cgroup).
+procs=()
+for c in /sys/fs/cgroup/*/; do
+	[[ -e ${c}cgroup.procs ]] || continue
+	mkdir -p "$c$CG/runtime" "$c$CG/kubelet"
+	procs+=("$c$CG/runtime/cgroup.procs")
+done
+say "starting the daemon (bridge $BRIDGE, $SUBNET, cgroup $CG/runtime, work dir $W)"
+"$BIN/containerd" --debug \
+	--state-dir "$W/state" --journal-dir "$W/journal" --listen "unix://$W/api.sock" \
+	--runtime "$BIN/runc" --runtime-args "--root=$W/runc" --shim "$BIN/containerd-shim" \
+	--cri-listen "$SOCK" --root "$W/root" \
+	--cni-bin-dir /usr/lib/cni --cni-conf-dir "$W/cni" \
+	--registry-mirror "registry.k8s.io=http://$REGISTRY" \
+	--registry-mirror "gcr.io=http://$REGISTRY" \
+	--registry-mirror "docker.io=http://$REGISTRY" \
+	--insecure-registry "$REGISTRY" \
+	"${handler_args[@]}" \
+	--sandbox-pause "$BIN/pause" >"$LOGS/daemon.log" 2>&1 &
+DAEMON_PID=$!
+echo "$DAEMON_PID" >"$W/containerd.pid"
+for i in $(seq 100); do
+	[[ -S $SOCK ]] && break
+	kill -0 "$DAEMON_PID" 2>/dev/null || { tail -20 "$LOGS/daemon.log" >&2; die "daemon exited"; }
+	sleep 0.1
+done
+[[ -S $SOCK ]] || die "no CRI socket after 10 s"
+for f in "${procs[@]}"; do echo "$DAEMON_PID" >"$f"; done
+say "runtime: $("$W/bin/cri" -socket "$SOCK" version)"
+
+# ------------------------------------------------------------ 4. the suite
+
+# kubelet's base configuration (the suite adds its static pod dir, auth
+# and ports): the suite's own defaults (test/e2e_node/jenkins/
+# default-kubelet-config.yaml) plus what this host needs: cgroup v1
+# accepted (failCgroupV1: false), swap tolerated, no host-wide iptables
+# chains, pod logs in the work dir.
+cat >"$W/kubelet-base.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+cgroupRoot: /
+podCIDR: "10.100.0.0/24"
+volumeStatsAggPeriod: 10s
+fileCheckFrequency: 10s
+evictionPressureTransitionPeriod: 30s
+evictionHard:
+  memory.available: 250Mi
+  nodefs.available: 10%
+  nodefs.inodesFree: 5%
+evictionMinimumReclaim:
+  nodefs.available: 5%
+  nodefs.inodesFree: 5%
+serializeImagePulls: false
+failCgroupV1: false
+failSwapOn: false
+makeIPTablesUtilChains: false
+podLogsDir: $W/podlogs
+EOF
+# kubelet flags, after the suite's (the later wins): the daemon's cgroup,
+# kubelet's own, and no --system-cgroups (the suite's /system: kubelet would
+# move every process of the host's root cgroup into it).
+kubelet_flags="--runtime-cgroups=$CG/runtime --kubelet-cgroups=$CG/kubelet --system-cgroups="
+
+# PATH without systemd-run: systemd is not PID 1 here, and the suite runs
+# kubelet through systemd-run whenever it finds one.
+for f in /usr/bin/* /usr/local/bin/*; do
+	case ${f##*/} in systemd-run | systemctl) continue ;; esac
+	[[ -e $W/path/${f##*/} ]] || ln -s "$f" "$W/path/${f##*/}"
+done
+SUITE_PATH=$W/path:/usr/local/sbin:/usr/sbin
+
+say "running e2e_node.test (focus '$FOCUS', skip '$SKIP'; output $OUT/e2e.log)"
+T1=$SECONDS
+set +e
+(cd "$W" && exec env PATH="$SUITE_PATH" "$BIN/e2e_node.test" "${e2e_args[@]}" \
+	--kubelet-config-file="$W/kubelet-base.yaml" --kubelet-flags="$kubelet_flags" \
+	--ginkgo.v ${NODE_CONFORMANCE_ARGS:-}) >"$LOGS/e2e.log" 2>&1 &
+E2E_PID=$!
+wait "$E2E_PID"
+E2E_RC=$?
+E2E_PID=
+set -e
+E2E_SECS=$((SECONDS - T1))
+cp -f "$REPORT"/kubelet.log "$LOGS/" 2>/dev/null || true
+# summary.txt: the counts, then every spec with its state (junit report)
+{
+	grep -E '^(Ran |FAIL!|SUCCESS!)' "$LOGS/e2e.log" || echo "no ginkgo summary: see e2e.log"
+	echo "e2e_node.test ran ${E2E_SECS}s, exit status $E2E_RC"
+	sed -n 's/.*<testcase name="\([^"]*\)" classname="[^"]*" status="\([a-z]*\)".*/\2 \1/p' "$LOGS/junit.xml" 2>/dev/null |
+		sed 's/&#39;/'"'"'/g; s/&quot;/"/g; s/&amp;/\&/g; s/&lt;/</g; s/&gt;/>/g' | sort
+} >"$LOGS/summary.txt"
+head -3 "$LOGS/summary.txt" >&2
+grep -E '^(failed|panicked|timedout|interrupted) ' "$LOGS/summary.txt" >&2 || true
+say "e2e_node.test exit status $E2E_RC after ${E2E_SECS}s; results in $OUT"
+exit $E2E_RC
