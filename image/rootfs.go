@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/internal/atomicfile"
@@ -191,12 +192,30 @@ func (s *Store) MountRootfs(containerID string) (string, error) {
 
 // RemoveRootfs unmounts and removes the rootfs of containerID, with its
 // upper dir. Removing a rootfs that does not exist succeeds. An unmount
-// refused as busy (a process still uses the rootfs) is ErrFailedPrecondition
-// and leaves everything in place.
+// refused as busy is tried again for up to busyUnmountWait: a process the
+// daemon forks copies its open files until its exec closes them, so a
+// descriptor another goroutine had open in the rootfs a moment before
+// (reading its /etc/passwd, say) can hold the mount for a moment. One that
+// stays busy (a process still uses the rootfs) is ErrFailedPrecondition and
+// leaves everything in place.
 func (s *Store) RemoveRootfs(containerID string) error {
 	if err := checkID(containerID); err != nil {
 		return err
 	}
+	deadline := time.Now().Add(busyUnmountWait)
+	for delay := time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
+		err := s.removeRootfs(containerID)
+		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(delay) // nothing tells when the mount's last user let go
+	}
+}
+
+// busyUnmountWait bounds how long RemoveRootfs waits for a busy mount.
+const busyUnmountWait = 3 * time.Second
+
+func (s *Store) removeRootfs(containerID string) error {
 	s.mu.Lock()
 	dir := s.containerDir(containerID)
 	if err := unmountAll(filepath.Join(dir, "rootfs")); err != nil {

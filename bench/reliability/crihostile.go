@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -53,7 +54,28 @@ func (s *Suite) criHostile() error {
 	if err := n.restartServing(); err != nil {
 		return err
 	}
-	return h.run()
+	err = h.run()
+	if err != nil || h.left > 0 {
+		h.keepLog()
+	}
+	return err
+}
+
+// keepLog copies the daemon's log out of the run's dir (removed at the
+// end) so that a failed run can be read afterwards.
+func (h *hostileRun) keepLog() {
+	b, err := os.ReadFile(h.n.d.LogPath)
+	if err != nil {
+		return
+	}
+	f, err := os.CreateTemp("", "ctrd-rel-cri-hostile-*.log")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if _, err := f.Write(b); err == nil {
+		h.s.cfg.Logf("cri-hostile: the daemon's log is kept in %s", f.Name())
+	}
 }
 
 // hostileMemLimit is the daemon's cgroup limit (its shims included): what
@@ -77,6 +99,7 @@ type hostileRun struct {
 	wrong                        map[string]int // hostile calls answered otherwise than documented, by what
 	calls, probes, probeFailures int
 	probeMax                     time.Duration
+	left                         int // leftovers after every pod's removal
 }
 
 // hostileCall is a call and the code it must answer.
@@ -149,6 +172,7 @@ func (h *hostileRun) finish() error {
 	bad := fixture.WaitChecked(ctx, 30*time.Second, h.n.check.CheckEmpty)
 	bad = append(bad, leftIn(h.n.check.Root+"/images/tmp")...)
 	bad = append(bad, leftIn(h.n.check.Root+"/images/layers")...)
+	h.left = len(bad)
 	h.s.zero("cri_hostile_leftovers", len(bad), "items")
 	if len(bad) > 0 {
 		h.s.cfg.Logf("cri-hostile: left after every pod's removal:\n  %s", strings.Join(bad, "\n  "))
