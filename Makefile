@@ -130,10 +130,21 @@ test: build lint
 	done
 	RUNC=$(BIN)/runc-rc2 $(GO) test -race -count=1 -timeout 10m ./integration/e2e
 
-# Benchmarks side by side with bare runc (root; about 4 minutes here,
-# bounded to 15): prints "name value unit" lines, writes bench/RESULTS.md.
-bench: build
+# Benchmarks side by side with bare runc, and the CRI beside containerd 2.x
+# (root; about 8 minutes here, bounded to 15): prints "name value unit"
+# lines, writes bench/RESULTS.md. One group alone: go run ./bench/cmd/bench
+# -only cri (start, exit, journal, journal10m, fanout, cri).
+bench: build bench-peer
 	$(GO) run ./bench/cmd/bench -out bench/RESULTS.md
+
+# containerd 2.x, the cri group's peer, built from the Go module proxy
+# (cmd/containerd and cmd/containerd-shim-runc-v2 of a pinned release; about
+# 3 minutes the first time) into bench/build, kept there. Not part of `make
+# test`.
+BENCH_PEER_VERSION := v2.3.4
+.PHONY: bench-peer
+bench-peer:
+	GO=$(GO) ./bench/peer/build-containerd.sh $(BENCH_PEER_VERSION) bench/build/containerd-$(BENCH_PEER_VERSION)
 
 # The reliability suite in full mode (root): chaos with >= 20 daemon
 # SIGKILLs, journal faults, bad input, leaks over 1000 cycles, a slow

@@ -3,7 +3,7 @@
 // run as its floor, interleaved with it, and reported as a ratio; absolute
 // times on a shared 2-core machine are noise.
 //
-//	go run ./bench/cmd/bench [-out bench/RESULTS.md] [-dir /dev/shm] [-only start,exit,...] [-quick]
+//	go run ./bench/cmd/bench [-out bench/RESULTS.md] [-dir /dev/shm] [-only start,exit,...,cri] [-peer DIR] [-quick]
 package main
 
 import (
@@ -31,19 +31,33 @@ type config struct {
 	journal10mN int // events of the journal a daemon starts on
 	fanoutSubs  int
 	fanoutPhase time.Duration
+	// The cri group: pods run one after another; ExecSync calls one after
+	// another, concurrent callers, their calls each and rounds per side;
+	// exits per kind (status polled, event) per side; pods at once, their
+	// rounds, stats calls per side, the idle CPU window.
+	criLifecycle, criExecSeq, criExecCallers, criExecPerCaller, criExecRounds int
+	criExits, criPods, criRounds, criStatsCalls                               int
+	criIdleWindow                                                             time.Duration
 }
 
 var full = config{seqN: 50, concN: 100, concRounds: 5, exits: 500, exitFloors: 100, restoreN: 500,
-	appendTime: 2 * time.Second, journalN: 1_000_000, journal10mN: 10_000_000, fanoutSubs: 100, fanoutPhase: 8 * time.Second}
+	appendTime: 2 * time.Second, journalN: 1_000_000, journal10mN: 10_000_000, fanoutSubs: 100, fanoutPhase: 8 * time.Second,
+	criLifecycle: 20, criExecSeq: 200, criExecCallers: 20, criExecPerCaller: 10, criExecRounds: 2,
+	criExits: 40, criPods: 50, criRounds: 2, criStatsCalls: 10, criIdleWindow: 10 * time.Second}
 
 var quick = config{seqN: 10, concN: 20, concRounds: 1, exits: 40, exitFloors: 10, restoreN: 50,
-	appendTime: 500 * time.Millisecond, journalN: 100_000, journal10mN: 1_000_000, fanoutSubs: 100, fanoutPhase: 3 * time.Second}
+	appendTime: 500 * time.Millisecond, journalN: 100_000, journal10mN: 1_000_000, fanoutSubs: 100, fanoutPhase: 3 * time.Second,
+	criLifecycle: 5, criExecSeq: 40, criExecCallers: 20, criExecPerCaller: 5, criExecRounds: 1,
+	criExits: 10, criPods: 10, criRounds: 1, criStatsCalls: 3, criIdleWindow: 3 * time.Second}
 
 // bench is one run: its environment, sizes and figures.
 type bench struct {
 	env *harness.Env
 	cfg config
 	rep *harness.Report
+	// peerDir holds the cri group's containerd (-peer; default
+	// harness.PeerDir), peerVersion what its --version said.
+	peerDir, peerVersion string
 }
 
 type group struct {
@@ -57,21 +71,23 @@ var groups = []group{
 	{"journal", (*bench).journal},       // append and replay through the journal package
 	{"journal10m", (*bench).journal10m}, // a daemon on a 10M-event journal: start, memory, replay
 	{"fanout", (*bench).fanout},         // 100 subscribers and the loop's latency
+	{"cri", (*bench).cri},               // the CRI beside containerd 2.x's
 }
 
 func main() {
 	out := flag.String("out", "", "write the results table to this file (e.g. bench/RESULTS.md)")
 	dir := flag.String("dir", "/dev/shm", "parent of the run's directory: daemon state dirs and runc roots (tmpfs, like /run)")
-	only := flag.String("only", "", "comma-separated groups to run (start, exit, journal, journal10m, fanout); default all")
+	only := flag.String("only", "", "comma-separated groups to run (start, exit, journal, journal10m, fanout, cri); default all")
+	peer := flag.String("peer", "", "dir of the cri group's containerd and containerd-shim-runc-v2 (default: bench/build/containerd-"+harness.PeerVersion+", made by `make bench-peer`)")
 	quickFlag := flag.Bool("quick", false, "small sizes, for a smoke run (figures not comparable)")
 	flag.Parse()
 	if spec := os.Getenv(pollerEnv); spec != "" {
 		os.Exit(runPollers(spec))
 	}
-	os.Exit(run(*out, *dir, *only, *quickFlag))
+	os.Exit(run(*out, *dir, *only, *peer, *quickFlag))
 }
 
-func run(out, dir, only string, quickRun bool) int {
+func run(out, dir, only, peerDir string, quickRun bool) int {
 	start := time.Now()
 	loadBefore := loadAvg()
 	env, err := harness.NewEnv(dir, "ctrd-bench-")
@@ -81,7 +97,7 @@ func run(out, dir, only string, quickRun bool) int {
 	}
 	stopSignals := cleanupOnSignal(env)
 	defer stopSignals()
-	b := &bench{env: env, cfg: full, rep: &harness.Report{Out: os.Stdout}}
+	b := &bench{env: env, cfg: full, rep: &harness.Report{Out: os.Stdout}, peerDir: peerDir}
 	if quickRun {
 		b.cfg = quick
 	}

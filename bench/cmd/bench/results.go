@@ -34,13 +34,20 @@ func writeResults(path string, b *bench, took time.Duration, load string, quickR
 	w("| Go | %s |\n", goruntime.Version())
 	w("| daemon state dirs, runc roots | %s (tmpfs, as /run in production) |\n", fsName(b.env.Dir))
 	w("| journal files (journal_* and replay_*) | %s |\n", fsName(os.TempDir()))
+	if b.peerVersion != "" {
+		w("| CRI peer (cri group) | %s, its CRI plugin: built from the Go module proxy (`make bench-peer`); its default config but for private dirs, runc options BinaryName = bin/runc, sandbox image = bin/pause pushed to the run's registry, restrict_oom_score_adj (bench/README.md) |\n", b.peerVersion)
+	}
 	w("| load average | %s |\n", load)
 	w("| run time | %s |\n\n", took.Round(time.Second))
-	w("| figure | value | unit | target | value ÷ target | met | floor, same run | notes |\n")
-	w("| --- | ---: | --- | --- | ---: | --- | --- | --- |\n")
+	head := false
 	for _, f := range b.rep.Figures {
-		if isDetail(f.Name) {
+		if isDetail(f) || f.Ours != "" {
 			continue
+		}
+		if !head {
+			w("| figure | value | unit | target | value ÷ target | met | floor, same run | notes |\n")
+			w("| --- | ---: | --- | --- | ---: | --- | --- | --- |\n")
+			head = true
 		}
 		target, ratio, met := "—", "—", "—"
 		if f.HasGoal() {
@@ -51,9 +58,10 @@ func writeResults(path string, b *bench, took time.Duration, load string, quickR
 		w("| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", f.Name, harness.Num(f.Value), f.Unit, target, ratio, met,
 			orDash(f.Floor), orDash(f.Note))
 	}
+	criTable(w, b)
 	w("\nSupporting lines printed by the run:\n\n```\n")
 	for _, f := range b.rep.Figures {
-		if isDetail(f.Name) {
+		if isDetail(f) {
 			w("%s %s %s\n", f.Name, harness.Num(f.Value), f.Unit)
 		}
 	}
@@ -61,9 +69,36 @@ func writeResults(path string, b *bench, took time.Duration, load string, quickR
 	return os.WriteFile(path, []byte(sb.String()), 0o644)
 }
 
+// criTable writes the figures measured beside the CRI peer: both
+// measurements, then the ratio.
+func criTable(w func(string, ...any), b *bench) {
+	head := false
+	for _, f := range b.rep.Figures {
+		if f.Ours == "" {
+			continue
+		}
+		if !head {
+			w("\nThe CRI (cri group) beside the CRI plugin of %s, the same CRI client timing both, interleaved; value = ours ÷ containerd unless the notes say otherwise:\n\n", orDash(b.peerVersion))
+			w("| figure | ours | containerd | value | unit | target | met | notes |\n")
+			w("| --- | ---: | ---: | ---: | --- | --- | --- | --- |\n")
+			head = true
+		}
+		target, met := "—", "—"
+		if f.HasGoal() {
+			target = f.Target
+			met = map[bool]string{true: "yes", false: "**no**"}[f.Met()]
+		}
+		w("| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", f.Name, orDash(f.Ours), orDash(f.Peer), harness.Num(f.Value), f.Unit, target, met, orDash(f.Note))
+	}
+}
+
 // isDetail tells the supporting lines from the headline figures (those
-// carry a floor or a note).
-func isDetail(name string) bool {
+// carry a floor or a note, or stand beside a peer's).
+func isDetail(fig harness.Figure) bool {
+	if fig.Ours != "" {
+		return false
+	}
+	name := fig.Name
 	for _, f := range []string{"daemon_rss_idle_mib", "start_ratio_vs_runc", "concurrent_start_ratio_vs_runc", "exit_event_p50_ms", "exit_event_p99_ms",
 		"exit_event_unread_stdout_p99_ms", "exit_reap_to_subscriber_p50_ms", "exit_reap_to_subscriber_p95_ms", "exit_event_p99_under_state_load_ms",
 		"shim_rss_median_kib", "shim_pss_median_kib", "daemon_rss_100_mib", "restore_500_s", "journal_append_per_s_always",

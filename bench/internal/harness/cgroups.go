@@ -35,3 +35,18 @@ func inCgroup(pid int, mark string) bool {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	return err == nil && strings.Contains(string(data), mark)
 }
+
+// removeCgroupTree removes the cgroup dir and every cgroup below it,
+// children first; a cgroup still holding a process stays (rmdir fails).
+func removeCgroupTree(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			removeCgroupTree(filepath.Join(dir, e.Name()))
+		}
+	}
+	os.Remove(dir)
+}

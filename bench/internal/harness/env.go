@@ -24,6 +24,10 @@ type Env struct {
 	mu       sync.Mutex
 	cleanups []func()
 	closed   bool
+	// nets counts the CNI networks of the run (NewCNINet); subnets holds
+	// their /24s, so that no two share one.
+	nets    int
+	subnets map[string]bool
 }
 
 // NewEnv makes a fresh directory under parent ("" = os.TempDir()).

@@ -21,6 +21,10 @@ type Figure struct {
 	// Floor is the same-run floor the figure is compared with, if any.
 	Floor string
 	Note  string
+	// Ours and Peer are set for a figure measured beside a peer runtime
+	// (the cri group, value = ours ÷ peer): the two measurements as shown
+	// side by side in RESULTS.md.
+	Ours, Peer string
 }
 
 // HasGoal reports whether the figure has a numeric target.
