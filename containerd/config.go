@@ -58,6 +58,8 @@ type criConfig struct {
 	limits       image.Limits // what one pull may cost
 	// execSyncBudget bounds the ExecSync output held at once.
 	execSyncBudget int64
+	// cdiSpecDirs are the dirs of CDI specs (nil: ocispec.DefaultCDISpecDirs).
+	cdiSpecDirs []string
 }
 
 // flags are v0.2.9's (docs/api.md section 5: same names, shorts and
@@ -97,7 +99,7 @@ func flags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "insecure-registry", Usage: "registry HOST reached over plain http (repeatable)"},
 		&cli.StringFlag{Name: "sandbox-pause", Usage: "the pause binary of pod sandboxes (default: pause next to this daemon's executable)"},
 		&cli.StringFlag{Name: "sandbox-image", Usage: "run pod sandboxes from this image (its entrypoint and cmd; pulled when missing, reported pinned) instead of the pause binary"},
-	}, append(imageFlags(), execSyncFlags()...)...)
+	}, append(imageFlags(), append(execSyncFlags(), cdiFlags()...)...)...)
 }
 
 // configFrom validates the flags. Every problem is an error here, before the

@@ -49,7 +49,7 @@ func newCRI(cfg config, sup *supervisor.Supervisor, log *logrus.Entry) (*criEndp
 	}
 	srv, err := criserver.New(criserver.Config{
 		Root: filepath.Join(cc.root, "cri"), DataRoot: cc.root, StateDir: filepath.Join(cfg.stateDir, ".cri"), Pause: cc.pauseBinary(),
-		SandboxImage: cc.sandboxImage, Network: network, Images: images, ExecOutputBudget: cc.execSyncBudget, Logger: log,
+		SandboxImage: cc.sandboxImage, Network: network, Images: images, ExecOutputBudget: cc.execSyncBudget, Logger: log, CDI: newCDI(cc.cdiSpecDirs),
 	}, sup)
 	if err != nil {
 		return nil, err

@@ -35,6 +35,9 @@ func criConfigFrom(c *cli.Context, stateDir string) (criConfig, error) {
 	if cc.execSyncBudget, err = execSyncBudgetFrom(c); err != nil {
 		return cc, err
 	}
+	if cc.cdiSpecDirs, err = cdiSpecDirsFrom(c); err != nil {
+		return cc, err
+	}
 	if cc.pause != "" {
 		if cc.pause, err = absFlag("sandbox-pause", cc.pause); err != nil {
 			return cc, err

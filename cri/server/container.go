@@ -40,6 +40,9 @@ func (s *Server) CreateContainer(ctx context.Context, r *runtimeapi.CreateContai
 	if err := validateContainerConfig(cfg, cmp.Or(r.GetSandboxConfig(), sb.cfg)); err != nil {
 		return nil, toStatus(err)
 	}
+	if _, err := s.cdiDevices(cfg); err != nil {
+		return nil, toStatus(err)
+	}
 	pod, err := s.readyPod(ctx, sb)
 	if err != nil {
 		return nil, toStatus(err)
@@ -145,6 +148,9 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument) // ocispec names the field
+	}
+	if err := s.injectCDI(spec, cfg); err != nil {
+		return nil, err
 	}
 	if err := writeBundle(filepath.Join(dir, "bundle"), spec); err != nil {
 		return nil, err

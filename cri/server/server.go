@@ -44,6 +44,9 @@ type Config struct {
 	// image's entrypoint and cmd on a rootfs of their own (pulled at the
 	// first RunPodSandbox that needs it).
 	SandboxImage string
+	// CDI resolves the CDI devices a container asks for and edits its
+	// spec (see cdi.go); nil refuses a container that asks for one.
+	CDI CDIDevices
 	// Network is the CNI network pods join (nil: host network only; an
 	// unset field, not a nil *podnet.Network).
 	Network PodNetwork

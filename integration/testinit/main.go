@@ -37,6 +37,9 @@
 //	                  exit comes while its output is unread: the exit benchmarks)
 //	fill N FD         write N bytes ('x') to fd FD (1 or 2), then go on
 //	await PATH        wait (inotify, no polling) until PATH exists
+//	device PATH       print "device PATH: TYPE MAJOR:MINOR, open: ok" (TYPE c or b; the open for
+//	                  writing is what the device cgroup allows or not), or "device PATH: <error>"
+//	env NAME          print "env NAME=VALUE", or "env NAME unset"
 //	exec PATH ARGS... replace this process by PATH (execve), giving it ARGS and the steps after
 //	                  this one (a set-uid copy of testinit then runs them with its identity)
 //
@@ -153,6 +156,15 @@ func run(step []string) error {
 		return owner(first(args))
 	case "file":
 		return printFile(first(args))
+	case "device":
+		return device(first(args))
+	case "env":
+		if v, ok := os.LookupEnv(first(args)); ok {
+			_, err := fmt.Printf("env %s=%s\n", first(args), v)
+			return err
+		}
+		_, err := fmt.Printf("env %s unset\n", first(args))
+		return err
 	case "capeff":
 		return capEff()
 	case "status":
@@ -311,6 +323,29 @@ func owner(path string) error {
 		result = fmt.Sprintf("%d:%d", st.Uid, st.Gid)
 	}
 	_, err := fmt.Printf("owner %s: %s\n", path, result)
+	return err
+}
+
+func device(path string) error {
+	var st syscall.Stat_t
+	result := ""
+	if err := syscall.Stat(path, &st); err != nil {
+		result = err.Error()
+	} else {
+		typ := map[uint32]string{syscall.S_IFCHR: "c", syscall.S_IFBLK: "b"}[st.Mode&syscall.S_IFMT]
+		if typ == "" {
+			typ = fmt.Sprintf("not a device (mode %o)", st.Mode)
+		}
+		dev := uint64(st.Rdev)
+		result = fmt.Sprintf("%s %d:%d, open: ", typ, (dev>>8)&0xfff|(dev>>32)&^0xfff, dev&0xff|(dev>>12)&^0xff)
+		if f, err := os.OpenFile(path, os.O_WRONLY, 0); err != nil {
+			result += err.Error()
+		} else {
+			f.Close()
+			result += "ok"
+		}
+	}
+	_, err := fmt.Printf("device %s: %s\n", path, result)
 	return err
 }
 
