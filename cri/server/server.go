@@ -66,6 +66,8 @@ type Server struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 
 	cfg Config
+	// stats is what the stats calls keep between calls (statsread.go).
+	stats *statsState
 	// sup is the supervisor's loop: the objects' lifecycle and processes.
 	sup Loop
 	// events are the journal's, for GetContainerEvents.
@@ -111,6 +113,7 @@ func newServer(cfg Config, sup Loop, events EventSource, host podMounts) (*Serve
 		return nil, fmt.Errorf("cri: streaming server: %w", err)
 	}
 	s.stream = st
+	s.stats = newStatsState(cfg.Images)
 	return s, nil
 }
 

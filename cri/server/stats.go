@@ -3,76 +3,32 @@ package server
 import (
 	"context"
 	"fmt"
+	"time"
 
-	"github.com/containerd/errdefs"
-	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor"
-	"github.com/evjournal/containerd/supervisor/objects"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// ContainerStats reads a running container's cgroup counters through the
-// supervisor (`runc events --stats`); a container that does not run has
-// its attributes only.
+// ContainerStats: see containerStats. A container that is not running has
+// its attributes and writable layer only (docs/cri.md).
 func (s *Server) ContainerStats(ctx context.Context, r *runtimeapi.ContainerStatsRequest) (*runtimeapi.ContainerStatsResponse, error) {
 	c, err := s.recs.container(r.GetContainerId())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	st, err := s.containerStats(ctx, c)
+	o, err := s.objectOf(ctx, c.rec.ID)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, toStatus(fmt.Errorf("container %s: %w", c.rec.ID, err))
 	}
+	st, _ := s.containerStats(c, o, time.Now().Add(layerWait))
 	return &runtimeapi.ContainerStatsResponse{Stats: st}, nil
 }
 
-func (s *Server) containerStats(ctx context.Context, c *container) (*runtimeapi.ContainerStats, error) {
-	id := c.rec.ID
-	out := &runtimeapi.ContainerStats{Attributes: &runtimeapi.ContainerAttributes{
-		Id: id, Metadata: c.cfg.GetMetadata(), Labels: c.cfg.GetLabels(), Annotations: c.cfg.GetAnnotations()}}
-	if o, err := s.objectOf(ctx, id); err != nil || o.State != objects.Running {
-		return out, nil
-	}
-	st, err := s.sup.Stats(ctx, id)
-	if errdefs.IsNotFound(err) {
-		return out, nil // it exited meanwhile
-	}
-	if err != nil {
-		return nil, fmt.Errorf("container %s: stats: %w", id, err)
-	}
-	out.Cpu, out.Memory = cpuStats(st), memoryStats(st)
-	return out, nil
-}
-
-func cpuStats(st *runtime.Stats) *runtimeapi.CpuUsage {
-	return &runtimeapi.CpuUsage{Timestamp: st.Timestamp.UnixNano(), UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: st.Cpu.Usage.Total}}
-}
-
-// memoryStats: the working set is the usage less the inactive file cache,
-// as kubelet computes it for eviction.
-func memoryStats(st *runtime.Stats) *runtimeapi.MemoryUsage {
-	usage := st.Memory.Usage.Usage
-	inactive := st.Memory.Raw["total_inactive_file"]
-	if v, ok := st.Memory.Raw["inactive_file"]; ok && inactive == 0 {
-		inactive = v
-	}
-	ws := usage
-	if inactive < ws {
-		ws -= inactive
-	} else {
-		ws = 0
-	}
-	rss := st.Memory.Raw["total_rss"]
-	if rss == 0 {
-		rss = st.Memory.Raw["anon"]
-	}
-	return &runtimeapi.MemoryUsage{Timestamp: st.Timestamp.UnixNano(),
-		WorkingSetBytes: &runtimeapi.UInt64Value{Value: ws}, UsageBytes: &runtimeapi.UInt64Value{Value: usage},
-		RssBytes: &runtimeapi.UInt64Value{Value: rss}, PageFaults: &runtimeapi.UInt64Value{Value: st.Memory.Raw["pgfault"]},
-		MajorPageFaults: &runtimeapi.UInt64Value{Value: st.Memory.Raw["pgmajfault"]}}
-}
-
+// ListContainerStats reads the matching containers' cgroups, statsWorkers
+// at a time, after one turn of the loop for their states. A container
+// whose cgroup cannot be read is listed without usage (and logged): one
+// container never fails the list, which kubelet's summary needs whole.
 func (s *Server) ListContainerStats(ctx context.Context, r *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
 	f := r.GetFilter()
 	var cs []*container
@@ -81,58 +37,32 @@ func (s *Server) ListContainerStats(ctx context.Context, r *runtimeapi.ListConta
 			cs = append(cs, c)
 		}
 	}
-	out := &runtimeapi.ListContainerStatsResponse{}
-	for _, c := range cs {
-		st, err := s.containerStats(ctx, c)
-		if err != nil {
-			return nil, toStatus(err)
-		}
-		out.Stats = append(out.Stats, st)
+	objs, err := s.objectMap(ctx)
+	if err != nil {
+		return nil, toStatus(err)
 	}
+	out := &runtimeapi.ListContainerStatsResponse{Stats: make([]*runtimeapi.ContainerStats, len(cs))}
+	deadline := time.Now().Add(layerWait)
+	parallel(len(cs), func(i int) { out.Stats[i], _ = s.containerStats(cs[i], objs[cs[i].rec.ID], deadline) })
 	return out, nil
 }
 
-// PodSandboxStats sums the pod's running containers' CPU and memory, and
-// lists their stats.
+// PodSandboxStats: see podStats.
 func (s *Server) PodSandboxStats(ctx context.Context, r *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error) {
 	sb, err := s.recs.sandbox(r.GetPodSandboxId())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	st, err := s.podStats(ctx, sb)
+	objs, err := s.objectMap(ctx)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &runtimeapi.PodSandboxStatsResponse{Stats: st}, nil
+	return &runtimeapi.PodSandboxStatsResponse{Stats: s.podStats(sb, objs, time.Now().Add(layerWait))}, nil
 }
 
-func (s *Server) podStats(ctx context.Context, sb *sandbox) (*runtimeapi.PodSandboxStats, error) {
-	attrs := &runtimeapi.PodSandboxAttributes{Id: sb.rec.ID, Metadata: sb.cfg.GetMetadata(), Labels: sb.cfg.GetLabels(), Annotations: sb.cfg.GetAnnotations()}
-	linux := &runtimeapi.LinuxPodSandboxStats{}
-	var cpu, mem, ws uint64
-	var ts int64
-	for _, c := range s.recs.containersOf(sb.rec.ID) {
-		st, err := s.containerStats(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		linux.Containers = append(linux.Containers, st)
-		if st.Cpu != nil {
-			cpu += st.Cpu.UsageCoreNanoSeconds.GetValue()
-			ts = st.Cpu.Timestamp
-		}
-		if st.Memory != nil {
-			mem += st.Memory.UsageBytes.GetValue()
-			ws += st.Memory.WorkingSetBytes.GetValue()
-		}
-	}
-	if ts != 0 {
-		linux.Cpu = &runtimeapi.CpuUsage{Timestamp: ts, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: cpu}}
-		linux.Memory = &runtimeapi.MemoryUsage{Timestamp: ts, UsageBytes: &runtimeapi.UInt64Value{Value: mem}, WorkingSetBytes: &runtimeapi.UInt64Value{Value: ws}}
-	}
-	return &runtimeapi.PodSandboxStats{Attributes: attrs, Linux: linux}, nil
-}
-
+// ListPodSandboxStats: each matching pod's podStats, statsWorkers pods at
+// a time, after one turn of the loop. A pod whose cgroup or network cannot
+// be read is listed without them (and logged).
 func (s *Server) ListPodSandboxStats(ctx context.Context, r *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error) {
 	f := r.GetFilter()
 	var sbs []*sandbox
@@ -141,14 +71,13 @@ func (s *Server) ListPodSandboxStats(ctx context.Context, r *runtimeapi.ListPodS
 			sbs = append(sbs, sb)
 		}
 	}
-	out := &runtimeapi.ListPodSandboxStatsResponse{}
-	for _, sb := range sbs {
-		st, err := s.podStats(ctx, sb)
-		if err != nil {
-			return nil, toStatus(err)
-		}
-		out.Stats = append(out.Stats, st)
+	objs, err := s.objectMap(ctx)
+	if err != nil {
+		return nil, toStatus(err)
 	}
+	out := &runtimeapi.ListPodSandboxStatsResponse{Stats: make([]*runtimeapi.PodSandboxStats, len(sbs))}
+	deadline := time.Now().Add(layerWait)
+	parallel(len(sbs), func(i int) { out.Stats[i] = s.podStats(sbs[i], objs, deadline) })
 	return out, nil
 }
 
