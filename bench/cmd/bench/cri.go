@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,15 +73,18 @@ func (b *bench) cri() error {
 	}
 	defer r.stop()
 	steps := []struct {
-		name string
-		run  func() error
+		key, name string
+		run       func() error
 	}{
-		{"pod lifecycle", r.lifecycle},
-		{"ExecSync", r.execSync},
-		{"exits", r.exits},
-		{"50 pods", r.manyPods},
+		{"lifecycle", "pod lifecycle", r.lifecycle},
+		{"exec", "ExecSync", r.execSync},
+		{"exits", "exits", r.exits},
+		{"pods", "50 pods", r.manyPods},
 	}
 	for _, s := range steps {
+		if len(b.criSteps) > 0 && !contains(b.criSteps, s.key) {
+			continue
+		}
 		t0 := time.Now()
 		if err := s.run(); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
@@ -841,6 +845,9 @@ func (r *criRun) report() {
 	med := harness.Median
 	inMs := func(v float64) string { return harness.Num(v) + " ms" }
 	ratio := func(name string, ours, peer float64, show func(float64) string, target string, goal float64, max bool, note string) {
+		if math.IsNaN(ours) || math.IsNaN(peer) {
+			return // its step did not run (-cri-steps)
+		}
 		rep.Add(harness.Figure{Name: name, Value: ours / peer, Unit: "ratio", Target: target, Goal: goal, Max: max,
 			Ours: show(ours), Peer: show(peer), Note: note})
 	}
@@ -931,8 +938,13 @@ func (r *criRun) report() {
 		{"idle_cpu_50_pods_percent", [2]float64{o.cpuPercent, c.cpuPercent}},
 	} {
 		unit := map[string]string{"ms": "ms", "s": "calls/s", "kib": "KiB", "percent": "%"}[x.name[strings.LastIndexByte(x.name, '_')+1:]]
+		if math.IsNaN(x.v[0]) || math.IsNaN(x.v[1]) || len(o.runPod)+len(o.execSeq)+len(o.exitStatus)+len(o.podsAtOnce) == 0 {
+			continue
+		}
 		rep.Line("cri_"+x.name+"_ours", x.v[0], unit)
 		rep.Line("cri_"+x.name+"_containerd", x.v[1], unit)
 	}
-	rep.Line("cri_api_exit_p50_ms_ours", p(o.apiExitPolled, 50), "ms")
+	if len(o.apiExitPolled) > 0 {
+		rep.Line("cri_api_exit_p50_ms_ours", p(o.apiExitPolled, 50), "ms")
+	}
 }

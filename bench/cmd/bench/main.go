@@ -58,6 +58,8 @@ type bench struct {
 	// peerDir holds the cri group's containerd (-peer; default
 	// harness.PeerDir), peerVersion what its --version said.
 	peerDir, peerVersion string
+	// criSteps are the cri group's steps to run (-cri-steps; all if empty).
+	criSteps []string
 }
 
 type group struct {
@@ -79,15 +81,20 @@ func main() {
 	dir := flag.String("dir", "/dev/shm", "parent of the run's directory: daemon state dirs and runc roots (tmpfs, like /run)")
 	only := flag.String("only", "", "comma-separated groups to run (start, exit, journal, journal10m, fanout, cri); default all")
 	peer := flag.String("peer", "", "dir of the cri group's containerd and containerd-shim-runc-v2 (default: bench/build/containerd-"+harness.PeerVersion+", made by `make bench-peer`)")
+	criSteps := flag.String("cri-steps", "", "comma-separated steps of the cri group to run (lifecycle, exec, exits, pods); default all")
 	quickFlag := flag.Bool("quick", false, "small sizes, for a smoke run (figures not comparable)")
 	flag.Parse()
 	if spec := os.Getenv(pollerEnv); spec != "" {
 		os.Exit(runPollers(spec))
 	}
-	os.Exit(run(*out, *dir, *only, *peer, *quickFlag))
+	var steps []string
+	if *criSteps != "" {
+		steps = strings.Split(*criSteps, ",")
+	}
+	os.Exit(run(*out, *dir, *only, *peer, steps, *quickFlag))
 }
 
-func run(out, dir, only, peerDir string, quickRun bool) int {
+func run(out, dir, only, peerDir string, criSteps []string, quickRun bool) int {
 	start := time.Now()
 	loadBefore := loadAvg()
 	env, err := harness.NewEnv(dir, "ctrd-bench-")
@@ -97,7 +104,7 @@ func run(out, dir, only, peerDir string, quickRun bool) int {
 	}
 	stopSignals := cleanupOnSignal(env)
 	defer stopSignals()
-	b := &bench{env: env, cfg: full, rep: &harness.Report{Out: os.Stdout}, peerDir: peerDir}
+	b := &bench{env: env, cfg: full, rep: &harness.Report{Out: os.Stdout}, peerDir: peerDir, criSteps: criSteps}
 	if quickRun {
 		b.cfg = quick
 	}
