@@ -5,7 +5,9 @@
 #                  `go test -c`); it runs etcd and the API server in-process
 #                  and starts the kubelet found next to it (bin/kubelet);
 #   e2e-agnhost    the suite's agnhost (test/images/agnhost), for its image;
-#   e2e-nnp        the suite's nonewprivs program (test/images/nonewprivs).
+#   e2e-nnp        the suite's nonewprivs program (test/images/nonewprivs);
+#   ginkgo         the ginkgo CLI of the version kubernetes' go.mod requires,
+#                  which runs the suite's specs in parallel processes.
 # Each is skipped when present (remove it to rebuild).
 #
 # As for kubelet (integration/kubelet/build-kubelet.sh): k8s.io/kubernetes
@@ -26,11 +28,11 @@ declare -A pkgs=(
 	[e2e-nnp]=k8s.io/kubernetes/test/images/nonewprivs
 )
 missing=()
-for b in e2e_node.test e2e-agnhost e2e-nnp; do
+for b in e2e_node.test e2e-agnhost e2e-nnp ginkgo; do
 	[[ -x $dir/$b ]] || missing+=("$b")
 done
 if ((${#missing[@]} == 0)); then
-	echo "e2e_node: $dir/e2e_node.test, e2e-agnhost, e2e-nnp present, not rebuilt (remove one to rebuild it)"
+	echo "e2e_node: $dir/e2e_node.test, e2e-agnhost, e2e-nnp, ginkgo present, not rebuilt (remove one to rebuild it)"
 	exit 0
 fi
 
@@ -63,11 +65,18 @@ cd "$tmp"
 pkg=k8s.io/component-base/version
 ldflags="-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2) -X $pkg.gitTreeState=clean"
 for b in "${missing[@]}"; do
+	if [[ $b == ginkgo ]]; then
+		ginkgo=$(sed -n 's#^[[:space:]]*github.com/onsi/ginkgo/v2 \(v[^[:space:]]*\).*#\1#p' "$gomod" | head -1)
+		[[ -n $ginkgo ]] || { echo "e2e_node: no ginkgo version in $gomod" >&2; exit 1; }
+		echo "e2e_node: installing ginkgo $ginkgo"
+		(cd / && GOFLAGS=-mod=mod GOBIN=$dir CGO_ENABLED=0 $GO install "github.com/onsi/ginkgo/v2/ginkgo@$ginkgo")
+		continue
+	fi
 	echo "e2e_node: building $b from k8s.io/kubernetes@$KUBE_VERSION (${pkgs[$b]}; ${#staging[@]} staging modules at $staging_version)"
 	# go get resolves the package's whole module graph into the scratch go.mod
 	GOFLAGS=-mod=mod $GO get "${pkgs[$b]}@$KUBE_VERSION"
 	if [[ $b == *.test ]]; then
-		CGO_ENABLED=0 GOFLAGS=-mod=mod $GO test -c -trimpath -ldflags "$ldflags" -o "$dir/$b.tmp" "${pkgs[$b]}"
+		CGO_ENABLED=0 GOFLAGS=-mod=mod $GO test -c -vet=off -trimpath -ldflags "$ldflags" -o "$dir/$b.tmp" "${pkgs[$b]}"
 	else
 		CGO_ENABLED=0 GOFLAGS=-mod=mod $GO build -trimpath -ldflags "$ldflags" -o "$dir/$b.tmp" "${pkgs[$b]}"
 	fi

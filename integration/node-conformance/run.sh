@@ -30,6 +30,7 @@
 #   NODE_CONFORMANCE_OUT    results dir (default bin/node-conformance-results)
 #   DRY_RUN=1               list the specs (ginkgo dry run), start nothing
 #   KEEP=1                  keep the work dir
+#   NODE_CONFORMANCE_NODES  parallel ginkgo processes (default 6)
 # Results: e2e.log (the suite's output), junit.xml, summary.txt (counts,
 # then every spec with its state), kubelet.log, daemon.log, registry.log.
 set -euo pipefail
@@ -132,7 +133,13 @@ cleanup() {
 		for p in $m; do umount -l "$p" 2>/dev/null; done
 		[[ -n $m ]] && say "unmounted what was left under $d: $(echo $m | wc -w) mounts"
 	done
-	[[ $MADE_KUBELET_ROOT == 1 ]] && rm -rf "$KUBELET_ROOT"
+	# kubelet's root: all of it when this run made it, else all but the
+	# device-plugins dir any kubelet of the host shares
+	if [[ $MADE_KUBELET_ROOT == 1 ]]; then
+		rm -rf "$KUBELET_ROOT"
+	elif [[ -d $KUBELET_ROOT ]]; then
+		find "$KUBELET_ROOT" -mindepth 1 -maxdepth 1 ! -name device-plugins -exec rm -rf {} +
+	fi
 	ip link del "$BRIDGE" 2>/dev/null
 	for c in /sys/fs/cgroup/*/; do
 		[[ -d $c$CG ]] && find "$c$CG" -depth -type d -exec rmdir {} + 2>/dev/null
@@ -159,12 +166,9 @@ free_port() { # a free loopback TCP port
 	done
 }
 
-# The suite's e2e_node.test flags, shared by the dry run and the run.
+# The suite's flags (e2e_node.test's own), shared by the dry run and the run.
 REPORT=$W/report
 e2e_args=(
-	--ginkgo.focus="$FOCUS" --ginkgo.skip="$SKIP"
-	--ginkgo.no-color --ginkgo.timeout=24h
-	--ginkgo.junit-report="$LOGS/junit.xml"
 	--report-dir="$REPORT"
 	--prepull-images=false
 	--container-runtime-endpoint="unix://$SOCK" --image-service-endpoint="unix://$SOCK"
@@ -172,7 +176,8 @@ e2e_args=(
 )
 
 if [[ ${DRY_RUN:-} == 1 ]]; then
-	(cd "$W" && "$BIN/e2e_node.test" "${e2e_args[@]}" --ginkgo.dry-run --ginkgo.v ${NODE_CONFORMANCE_ARGS:-}) >"$LOGS/e2e.log" 2>&1 || true
+	(cd "$W" && "$BIN/e2e_node.test" --ginkgo.focus="$FOCUS" --ginkgo.skip="$SKIP" --ginkgo.dry-run \
+		--ginkgo.v --ginkgo.no-color "${e2e_args[@]}" ${NODE_CONFORMANCE_ARGS:-}) >"$LOGS/e2e.log" 2>&1 || true
 	grep -E '^(Ran |Will run)' "$LOGS/e2e.log" >&2 || tail -20 "$LOGS/e2e.log" >&2
 	exit 0
 fi
@@ -183,12 +188,14 @@ fi
 for p in 6443 10248 10250 10255; do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then die "127.0.0.1:$p is in use (the suite's API server and kubelet use it)"; fi
 done
-if [[ -e $KUBELET_ROOT ]]; then
-	[[ -z $(ls -A "$KUBELET_ROOT") ]] || die "$KUBELET_ROOT is not empty: another kubelet's? (the suite's kubelet root is fixed there)"
-else
-	MADE_KUBELET_ROOT=1
-	mkdir -p "$KUBELET_ROOT"
+# Any kubelet makes $KUBELET_ROOT/device-plugins (its device plugin socket's
+# dir is fixed), so only a pods dir with pods in it tells of another
+# kubelet using this root.
+if [[ -n $(ls -A "$KUBELET_ROOT/pods" 2>/dev/null) ]]; then
+	die "$KUBELET_ROOT/pods is not empty: another kubelet's? (the suite's kubelet root is fixed there)"
 fi
+[[ -e $KUBELET_ROOT ]] || MADE_KUBELET_ROOT=1
+mkdir -p "$KUBELET_ROOT"
 # kubelet makes /kubepods (cgroupRoot /: the specs look for the QoS
 # cgroups there); removed at the end when this run made it
 for c in /sys/fs/cgroup/*/; do
@@ -356,6 +363,14 @@ procs=()
 for c in /sys/fs/cgroup/*/; do
 	[[ -e ${c}cgroup.procs ]] || continue
 	mkdir -p "$c$CG/runtime" "$c$CG/kubelet"
+	# a v1 cpuset starts empty: no process may join it until it has cpus
+	# and mems (its parent's)
+	if [[ -e ${c}cpuset.cpus ]]; then
+		for d in "$c$CG" "$c$CG/runtime" "$c$CG/kubelet"; do
+			cat "${c}cpuset.cpus" >"$d/cpuset.cpus"
+			cat "${c}cpuset.mems" >"$d/cpuset.mems"
+		done
+	fi
 	procs+=("$c$CG/runtime/cgroup.procs")
 done
 say "starting the daemon (bridge $BRIDGE, $SUBNET, cgroup $CG/runtime, work dir $W)"
@@ -423,12 +438,19 @@ for f in /usr/bin/* /usr/local/bin/*; do
 done
 SUITE_PATH=$W/path:/usr/local/sbin:/usr/sbin
 
-say "running e2e_node.test (focus '$FOCUS', skip '$SKIP'; output $OUT/e2e.log)"
+# The specs run in NODES parallel ginkgo processes (the ginkgo CLI): most
+# of their time is spent waiting (probes, restarts, grace periods); process
+# 1 starts the services and kubelet, the others share them.
+NODES=${NODE_CONFORMANCE_NODES:-6}
+say "running e2e_node.test on $NODES ginkgo processes (focus '$FOCUS', skip '$SKIP'; output $OUT/e2e.log)"
 T1=$SECONDS
 set +e
-(cd "$W" && exec env PATH="$SUITE_PATH" "$BIN/e2e_node.test" "${e2e_args[@]}" \
+(cd "$W" && exec env PATH="$SUITE_PATH" "$BIN/ginkgo" run --nodes="$NODES" \
+	--focus="$FOCUS" --skip="$SKIP" --no-color --timeout=24h -v \
+	--output-dir="$LOGS" --junit-report=junit.xml \
+	"$BIN/e2e_node.test" -- "${e2e_args[@]}" \
 	--kubelet-config-file="$W/kubelet-base.yaml" --kubelet-flags="$kubelet_flags" \
-	--ginkgo.v ${NODE_CONFORMANCE_ARGS:-}) >"$LOGS/e2e.log" 2>&1 &
+	${NODE_CONFORMANCE_ARGS:-}) >"$LOGS/e2e.log" 2>&1 &
 E2E_PID=$!
 wait "$E2E_PID"
 E2E_RC=$?
