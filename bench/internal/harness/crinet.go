@@ -73,7 +73,7 @@ var perPodChain = regexp.MustCompile(`^CNI-(DN-)?[0-9a-f]{16,}$`)
 
 // RemoveIPTables deletes, in every table, the rules that name the network
 // (in a CNI comment) or an address of its /24 subnet, then flushes and
-// deletes the per-pod chains they jumped to.
+// deletes the per-pod chains they jumped to or were in.
 func RemoveIPTables(network, subnet string) {
 	prefix, _ := strings.CutSuffix(subnet, "0/24")
 	for _, table := range []string{"nat", "filter", "mangle"} {
@@ -91,6 +91,9 @@ func RemoveIPTables(network, subnet string) {
 				continue
 			}
 			args := splitRule(line)
+			if len(args) > 1 && perPodChain.MatchString(args[1]) {
+				chains[args[1]] = true // a pod's chain whose jump a partial DEL removed
+			}
 			for i, a := range args {
 				if (a == "-j" || a == "-g") && i+1 < len(args) && perPodChain.MatchString(args[i+1]) {
 					chains[args[i+1]] = true

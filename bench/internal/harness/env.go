@@ -24,6 +24,8 @@ type Env struct {
 	mu       sync.Mutex
 	cleanups []func()
 	closed   bool
+	// closeDone is closed when the first Close has finished.
+	closeDone chan struct{}
 	// nets counts the CNI networks of the run (NewCNINet); subnets holds
 	// their /24s, so that no two share one.
 	nets    int
@@ -67,14 +69,20 @@ func (e *Env) Defer(f func()) {
 }
 
 // Close runs the cleanups, kills leftovers and removes the directory. It
-// returns the leftovers it had to kill (none after a clean run).
+// returns the leftovers it had to kill (none after a clean run). A second
+// Close (the run's end while a signal's cleanup is under way) waits for the
+// first to finish and returns nothing.
 func (e *Env) Close() []string {
 	e.mu.Lock()
 	if e.closed {
+		done := e.closeDone
 		e.mu.Unlock()
+		<-done
 		return nil
 	}
 	e.closed = true
+	e.closeDone = make(chan struct{})
+	defer close(e.closeDone)
 	fs := e.cleanups
 	e.cleanups = nil
 	e.mu.Unlock()
