@@ -155,7 +155,7 @@ func (s *Server) podMetrics(sb *sandbox, objs map[string]objects.Object, deadlin
 }
 
 func (s *Server) containerMetrics(sb *sandbox, c *container, o objects.Object, deadline time.Time) *runtimeapi.ContainerMetrics {
-	smp, ok := s.readObject(c.rec.ID, filepath.Join(s.containerDir(c.rec.ID), "bundle"), containerCgroups)
+	smp, ok := s.readObject(c.rec.ID, filepath.Join(s.containerDir(c.rec.ID), "bundle"), containerCgroups|forMetrics)
 	if !ok {
 		return nil
 	}

@@ -476,3 +476,80 @@ func TestPodSandboxMetrics(t *testing.T) {
 		t.Errorf("container metrics: %v", cm)
 	}
 }
+
+// TestReadCgroupFiles: the files a read takes, v1 and v2, on fake cgroup
+// dirs: the figures land where the conversions look, the metrics-only ones
+// only for the metrics, and an optional file missing (no swap accounting,
+// no memory.peak) is no error.
+func TestReadCgroupFiles(t *testing.T) {
+	cgroups.TestMode = true // files in a temp dir, not on cgroupfs
+	t.Cleanup(func() { cgroups.TestMode = false })
+	write := func(dir string, files map[string]string) string {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	root := t.TempDir()
+	d := cgroupDirs{
+		cpuacct: write(filepath.Join(root, "cpuacct"), map[string]string{"cpuacct.usage": "5000\n", "cpuacct.stat": "user 3\nsystem 1\n"}),
+		cpu:     write(filepath.Join(root, "cpu"), map[string]string{"cpu.stat": "nr_periods 4\nnr_throttled 2\nthrottled_time 7\n"}),
+		memory: write(filepath.Join(root, "memory"), map[string]string{"memory.stat": "cache 10\ntotal_inactive_file 20\ntotal_rss 30\n",
+			"memory.usage_in_bytes": "100\n", "memory.limit_in_bytes": "9223372036854771712\n", "memory.max_usage_in_bytes": "150\n",
+			"memory.failcnt": "3\n", "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"}),
+		pids: write(filepath.Join(root, "pids"), map[string]string{"pids.current": "6\n"}),
+	}
+	if !d.exists() {
+		t.Fatal("the memory dir exists")
+	}
+	smp := cgroupSample{Stats: cgroups.NewStats()}
+	if err := readV1(d, containerCgroups, &smp); err != nil {
+		t.Fatal(err)
+	}
+	if smp.CpuStats.CpuUsage.TotalUsage != 5000 || smp.MemoryStats.Usage.Usage != 100 || !unlimited(smp.MemoryStats.Usage.Limit) ||
+		workingSet(smp) != 80 || memStat(smp, "total_rss", "anon") != 30 || smp.PidsStats.Current != 6 {
+		t.Errorf("v1: %+v", smp.Stats)
+	}
+	if _, _, ok := swapBytes(smp); ok || smp.CpuStats.CpuUsage.UsageInUsermode != 0 || smp.OOMKills != 0 {
+		t.Errorf("v1 without swap accounting, not for metrics: swap %v, user %d, ooms %d", ok, smp.CpuStats.CpuUsage.UsageInUsermode, smp.OOMKills)
+	}
+	smp = cgroupSample{Stats: cgroups.NewStats()}
+	if err := readV1(d, containerCgroups|forMetrics, &smp); err != nil {
+		t.Fatal(err)
+	}
+	if smp.CpuStats.CpuUsage.UsageInUsermode != 3e7 || smp.CpuStats.CpuUsage.UsageInKernelmode != 1e7 || smp.CpuStats.ThrottlingData.ThrottledPeriods != 2 ||
+		smp.MemoryStats.Usage.MaxUsage != 150 || smp.MemoryStats.Usage.Failcnt != 3 || smp.OOMKills != 2 {
+		t.Errorf("v1 for metrics: %+v, ooms %d", smp.Stats, smp.OOMKills)
+	}
+	os.RemoveAll(d.memory)
+	if d.exists() {
+		t.Error("a cgroup whose memory dir is gone exists")
+	}
+
+	v2 := write(filepath.Join(root, "unified"), map[string]string{
+		"cpu.stat":    "usage_usec 5\nuser_usec 3\nsystem_usec 2\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\n",
+		"memory.stat": "file 10\ninactive_file 20\nanon 30\n", "memory.current": "100\n", "memory.max": "max\n",
+		"memory.swap.current": "4\n", "memory.swap.max": "max\n", "memory.events": "low 0\nhigh 0\nmax 0\noom 1\noom_kill 1\n", "pids.current": "2\n"})
+	smp = cgroupSample{Stats: cgroups.NewStats(), V2: true}
+	if err := readV2(v2, containerCgroups|forMetrics, &smp); err != nil {
+		t.Fatal(err)
+	}
+	if smp.CpuStats.CpuUsage.TotalUsage != 5000 || workingSet(smp) != 80 || memStat(smp, "total_rss", "anon") != 30 ||
+		!unlimited(smp.MemoryStats.Usage.Limit) || smp.PidsStats.Current != 2 || smp.OOMKills != 1 {
+		t.Errorf("v2: %+v", smp.Stats)
+	}
+	if u, l, ok := swapBytes(smp); !ok || u != 4 || !unlimited(l) {
+		t.Errorf("v2 swap: %d %d %v", u, l, ok)
+	}
+	// A v2 cgroup without the memory and pids controllers enabled.
+	bare := write(filepath.Join(root, "bare"), map[string]string{"cpu.stat": "usage_usec 1\n"})
+	smp = cgroupSample{Stats: cgroups.NewStats(), V2: true}
+	if err := readV2(bare, containerCgroups, &smp); err != nil || smp.CpuStats.CpuUsage.TotalUsage != 1000 {
+		t.Errorf("v2 without memory and pids: %v %+v", err, smp.Stats)
+	}
+}

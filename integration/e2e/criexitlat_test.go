@@ -103,7 +103,7 @@ func TestCRIExitLatency(t *testing.T) {
 	for i := range n {
 		cr, err := e.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pod, SandboxConfig: e.podConfig(t, "exitlat"),
 			Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: fmt.Sprintf("c%d", i)},
-				Image: &runtimeapi.ImageSpec{Image: ref}, Args: []string{"echo", "hello", "--", "sleep", "30ms", "--", "exit", "3"}}})
+				Image: &runtimeapi.ImageSpec{Image: ref}, Args: []string{"echo", "exiting", "--", "sleep", "30ms", "--", "exit", "3"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +162,7 @@ func TestCRIExitLatency(t *testing.T) {
 		mu.Lock()
 		apiCh[plain] = got
 		mu.Unlock()
-		create(t, e.d, plain, fixture.NewBundle(t, fixture.Args("sleep", "30ms", "--", "exit", "3")))
+		create(t, e.d, plain, fixture.NewBundle(t, fixture.Args("echo", "exiting", "--", "sleep", "30ms", "--", "exit", "3")))
 		select {
 		case <-got:
 		case <-time.After(eventWait):
