@@ -26,12 +26,15 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 func syncDir(dir string) error { return atomicfile.SyncDir(dir) }
 
 // writeJSON saves v as indented JSON through writeFileAtomic, mode 0600.
-func writeJSON(path string, v any) error {
+func writeJSON(path string, v any) error { return writeJSONWith(writeFileAtomic, path, v) }
+
+// writeJSONWith saves v as indented JSON through write, mode 0600.
+func writeJSONWith(write func(string, []byte, os.FileMode) error, path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, data, 0o600)
+	return write(path, data, 0o600)
 }
 
 // Bounds on the reads of the daemon's own state files. A damaged state dir

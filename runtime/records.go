@@ -75,7 +75,10 @@ type processRecord struct {
 	// Start asks the shim to run `runc start` itself right after `runc
 	// create` (a fresh init only): the start report then comes from a
 	// running init (CreateOpts.Start).
-	Start          bool               `json:"start,omitempty"`
+	Start bool `json:"start,omitempty"`
+	// Ephemeral: an exec nobody is told of after a daemon restart
+	// (ExecOpts.Ephemeral); the shim writes its files without fsync.
+	Ephemeral      bool               `json:"ephemeral,omitempty"`
 	CheckpointOpts shimCheckpointOpts `json:"checkpointOpts"`
 	RootUID        uint32             `json:"rootUID"`
 	RootGID        uint32             `json:"rootGID"`

@@ -50,32 +50,8 @@ func lookShim(shim string) (string, error) {
 	return path, nil
 }
 
-// spawnShim starts `<shim> <id> <bundle> <runtime>` in its own session with
-// cwd = dir, stdio on /dev/null and fd 3 = the write end of the start pipe,
-// whose read end it returns.
-func spawnShim(shim string, args []string, dir string) (*shimProc, *os.File, error) {
-	path, err := lookShim(shim)
-	if err != nil {
-		return nil, nil, err
-	}
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer null.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer w.Close()
-	sp, err := startProcess(path, args, dir, []*os.File{null, null, null, w})
-	if err != nil {
-		r.Close()
-		return nil, nil, err
-	}
-	return sp, r, nil
-}
-
+// startProcess starts the shim at path with args in dir, in its own
+// session, with files as its fds 0, 1, 2, 3...
 func startProcess(path string, args []string, dir string, files []*os.File) (*shimProc, error) {
 	pidfd := -1
 	proc, err := os.StartProcess(path, append([]string{path}, args...), &os.ProcAttr{

@@ -13,12 +13,13 @@ import (
 	"github.com/evjournal/containerd/internal/crashpoint"
 )
 
-// runShim spawns the shim for p and waits for its start report. On success
+// runShim gives p a shim (an idle spare, or one started now: spares.go)
+// and waits for its start report. On success
 // p knows its pids and owns the shim's pidfd. The returned shimProc (also on
 // error, when the shim was started) is what abortStart must kill.
 func (p *Process) runShim(ctx context.Context) (*shimProc, error) {
 	c := p.c
-	sp, report, err := spawnShim(c.rec.Shim, []string{c.rec.ID, c.runtimeBundle(), c.rec.Runtime}, p.dir())
+	sp, report, err := assignShim(c.rec.Shim, shimArgs{ID: c.rec.ID, Bundle: c.runtimeBundle(), Runtime: c.rec.Runtime}, p.dir())
 	if err != nil {
 		return nil, err
 	}

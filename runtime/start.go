@@ -11,6 +11,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/bundle"
+	"github.com/evjournal/containerd/internal/atomicfile"
 	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/specs"
 	"github.com/sirupsen/logrus"
@@ -86,10 +87,19 @@ func (c *Container) initRecord(opts CreateOpts) (processRecord, error) {
 	return rec, nil
 }
 
+// ExecOpts are the options of an exec beyond its process and stdio.
+type ExecOpts struct {
+	// Ephemeral: the exec is never reported after a daemon restart (the
+	// CRI's ExecSync: supervisor.ExecRequest.Ephemeral), so its files
+	// need not survive the machine: the daemon and its shim write them
+	// without fsync ("ephemeral" in process.json, docs/shim-contract.md).
+	Ephemeral bool
+}
+
 // Exec starts an extra process in the container (`runc exec -d`) through its
 // own shim, with the same errors and cleanup as Create. A process id in use
 // (including "init") is ErrAlreadyExists "mkdir <Root>/<ID>/<pid>: file exists".
-func (c *Container) Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio Stdio) (*Process, error) {
+func (c *Container) Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio Stdio, opts ...ExecOpts) (*Process, error) {
 	if err := ValidateID(pid); err != nil {
 		return nil, fmt.Errorf("container %q: exec: %w", c.rec.ID, err)
 	}
@@ -102,6 +112,9 @@ func (c *Container) Exec(ctx context.Context, pid string, spec specs.ProcessSpec
 	}
 	rec := c.newRecord(spec, stdio)
 	rec.Exec = true
+	for _, o := range opts {
+		rec.Ephemeral = rec.Ephemeral || o.Ephemeral
+	}
 	return c.startProcess(ctx, pid, rec, func() error { return nil })
 }
 
@@ -179,7 +192,11 @@ func (c *Container) mkProcessDir(id string) (string, error) {
 // prepareProcess writes process.json, makes the exit and control FIFOs and
 // opens them: exit before the shim starts, so its hang-up is never missed.
 func (c *Container) prepareProcess(dir, id string, rec processRecord) (*Process, error) {
-	if err := writeJSON(filepath.Join(dir, processFile), &rec); err != nil {
+	write := writeFileAtomic
+	if rec.Ephemeral {
+		write = atomicfile.WriteUnsynced
+	}
+	if err := writeJSONWith(write, filepath.Join(dir, processFile), &rec); err != nil {
 		return nil, err
 	}
 	for _, name := range []string{exitFifo, controlFifo} {

@@ -24,6 +24,9 @@ type processConfig struct {
 	// Start: after `runc create`, run `runc start` too (the init only),
 	// recording the OOM counters first (recordOOMBaseline).
 	Start bool
+	// Ephemeral: an exec the daemon never reports after a restart (the
+	// CRI's ExecSync); its files are written without fsync (writeState).
+	Ephemeral bool
 	// Checkpoint, when set, restores from this image dir instead of creating.
 	Checkpoint     string
 	CheckpointOpts checkpointOpts
@@ -76,6 +79,7 @@ func parseConfig(data []byte) (*processConfig, error) {
 	c.NoPivotRoot = d.bool("noPivotRoot")
 	c.Checkpoint = d.string("checkpoint")
 	c.Start = d.bool("start")
+	c.Ephemeral = d.bool("ephemeral")
 	c.RootUID, c.RootGID = d.int("rootUID"), d.int("rootGID")
 	if !isNull(m["process"]) {
 		c.Process = m["process"]
@@ -92,6 +96,9 @@ func parseConfig(data []byte) (*processConfig, error) {
 	}
 	if d.err == nil && c.LogPath != "" && (c.Stdout != "" || c.Stderr != "") {
 		d.err = errors.New(`"logPath" takes the place of "stdout" and "stderr", which must be empty`)
+	}
+	if d.err == nil && c.Ephemeral && !c.Exec {
+		d.err = errors.New(`"ephemeral" is for an exec only`)
 	}
 	if d.err == nil && c.Start && (c.Exec || c.Checkpoint != "") {
 		d.err = errors.New(`"start" is for a created init only, not an exec or a restore`)

@@ -84,6 +84,8 @@ type procOpts struct {
 	terminal bool                // ask for a pty
 	logPath  string              // a CRI log for stdout and stderr (then both unset)
 	launch   func(*exec.Cmd) int // starts the shim instead of cmd.Start; returns its pid
+	// ephemeral marks an exec "ephemeral" (its files written unsynced).
+	ephemeral bool
 }
 
 // proc is one shim, started as the daemon starts it (docs/shim-contract.md):
@@ -170,6 +172,9 @@ func (p *proc) writeProcessJSON(o procOpts) {
 	}
 	if o.logPath != "" {
 		cfg["logPath"] = o.logPath
+	}
+	if o.ephemeral {
+		cfg["ephemeral"] = true
 	}
 	data, err := json.Marshal(cfg)
 	if err != nil {

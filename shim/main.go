@@ -92,6 +92,14 @@ func parseArgs(argv []string) (args, error) {
 // 0 once the container process has exited and its status is written, 1 when
 // the process could not be started (or the shim could not set itself up).
 func run(argv []string) int {
+	oomFrom := ownOOMScore
+	if len(argv) == 2 && argv[1] == spareArg {
+		var ok bool
+		if argv, ok = awaitAssignment(argv[0]); !ok {
+			return 0
+		}
+		oomFrom = parentOOMScore()
+	}
 	if _, err := parseArgs(argv); err != nil {
 		// Not started by the daemon (a person at a shell, say): say so on
 		// stderr and leave no shim-log.json in a directory not ours.
@@ -100,7 +108,7 @@ func run(argv []string) int {
 	}
 	sp := openStartPipe()
 	log := openLog("shim-log.json")
-	s, err := setup(argv, log)
+	s, err := setup(argv, log, oomFrom)
 	if err != nil {
 		log.error(err.Error())
 		sp.fail(err)
@@ -112,7 +120,7 @@ func run(argv []string) int {
 // setup does what must hold before anything is started: a session of our
 // own, the child subreaper flag, the reaper, the exit fifo held open, our
 // pid files, and process.json.
-func setup(argv []string, log *logger) (*shim, error) {
+func setup(argv []string, log *logger, oomFrom string) (*shim, error) {
 	a, err := parseArgs(argv)
 	if err != nil {
 		return nil, err
@@ -121,7 +129,7 @@ func setup(argv []string, log *logger) (*shim, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, wrap("set child subreaper", err)
 	}
-	if err := adjustOOMScore(); err != nil {
+	if err := adjustOOMScore(oomFrom); err != nil {
 		log.warn("oom_score_adj: " + err.Error() + " (the shim keeps the daemon's)")
 	}
 	dir, err := os.Getwd()
@@ -131,11 +139,11 @@ func setup(argv []string, log *logger) (*shim, error) {
 	if err := holdExitFifo("exit"); err != nil {
 		return nil, err
 	}
-	if err := writeSelf(dir); err != nil {
-		return nil, err
-	}
 	s := &shim{args: a, dir: dir, log: log, mountNS: -1}
 	if s.cfg, err = readConfig("process.json"); err != nil {
+		return nil, err
+	}
+	if err := writeSelf(dir, !s.cfg.Ephemeral); err != nil {
 		return nil, err
 	}
 	// The reaper's goroutines come after the fsyncs above: a goroutine that

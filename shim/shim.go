@@ -56,9 +56,33 @@ func (s *shim) run(sp *startPipe) int {
 	}
 	sp.started(pid)
 	s.io.runcStderr.stop()
-	debug.FreeOSMemory()  // the start's garbage, returned before idling
-	memtrim.ReleaseText() // the pages only the start ran: an idle shim maps what it runs
-	return s.wait(exited)
+	return s.wait(trimWhenRunning(exited))
+}
+
+// trimDelay is how long the process must run before the shim gives back
+// what its start used (trimWhenRunning).
+const trimDelay = time.Second
+
+// trimWhenRunning returns the start's garbage (a forced collection) and the
+// pages of text only the start ran (memtrim), so that an idle shim keeps
+// what it runs, once the process has run for trimDelay. A process that
+// ends sooner (a probe's exec, mostly) is not trimmed for: the shim exits
+// soon anyway, and with its one P busy collecting, the reap and the exit
+// notification would wait behind the collection. The returned channel
+// gives the exit status.
+func trimWhenRunning(exited <-chan unix.WaitStatus) <-chan unix.WaitStatus {
+	t := time.NewTimer(trimDelay)
+	defer t.Stop()
+	select {
+	case ws := <-exited:
+		done := make(chan unix.WaitStatus, 1)
+		done <- ws
+		return done
+	case <-t.C:
+	}
+	debug.FreeOSMemory()
+	memtrim.ReleaseText()
+	return exited
 }
 
 // wait records the process's exit: exitStatus (durable), then at once the
@@ -72,7 +96,7 @@ func (s *shim) wait(exited <-chan unix.WaitStatus) int {
 	// Relative to our working directory, not s.dir: when init exits first
 	// the daemon renames the container's dir (retires it) while exec shims
 	// still run; the cwd follows the rename, the absolute path does not.
-	if err := writeExitStatus(".", ws); err != nil {
+	if err := writeExitStatus(".", ws, !s.cfg.Ephemeral); err != nil {
 		s.log.error("write exitStatus " + strconv.Itoa(shellStatus(ws)) + ": " + err.Error() +
 			" (the status still reaches the daemon on the exit fifo)")
 		code = 1
@@ -133,7 +157,7 @@ func (s *shim) start() (int, <-chan unix.WaitStatus, error) {
 // process, with the process's stdio as runc's own.
 func (s *shim) runRunc() error {
 	if s.cfg.Exec {
-		if err := writeFileAtomic(s.dir, runcProcessFile, s.cfg.Process); err != nil {
+		if err := writeState(s.dir, runcProcessFile, s.cfg.Process, !s.cfg.Ephemeral); err != nil {
 			return err
 		}
 	}
@@ -178,7 +202,7 @@ func (s *shim) adopt() (int, <-chan unix.WaitStatus, error) {
 	})
 	s.reaper.reapAll()
 	if err == nil {
-		err = writeFileAtomic(s.dir, "starttime", []byte(start))
+		err = writeState(s.dir, "starttime", []byte(start), !s.cfg.Ephemeral)
 	}
 	if err == nil && s.io.tty != nil {
 		err = s.io.attachTerminal(s.cfg, consoleTimeout)

@@ -19,6 +19,17 @@ func writeFileAtomic(dir, name string, data []byte) error {
 	return atomicfile.Write(filepath.Join(dir, name), data, 0o600)
 }
 
+// writeState writes one of the process's files: atomically, and durably
+// unless the process is ephemeral (process.json "ephemeral": an exec nobody
+// is told of after a restart, whose files no reboot needs; their fsyncs
+// would cost a probe milliseconds on a disk-backed state dir).
+func writeState(dir, name string, data []byte, durable bool) error {
+	if durable {
+		return writeFileAtomic(dir, name, data)
+	}
+	return atomicfile.WriteUnsynced(filepath.Join(dir, name), data, 0o600)
+}
+
 // shellStatus is a wait status in the shell's convention: the exit code,
 // or 128+signal for a process killed by a signal.
 func shellStatus(ws unix.WaitStatus) int {
@@ -30,22 +41,22 @@ func shellStatus(ws unix.WaitStatus) int {
 
 // writeExitStatus records the container process's exit: the one fact the
 // daemon must be able to read once our exit fifo hangs up.
-func writeExitStatus(dir string, ws unix.WaitStatus) error {
-	return writeFileAtomic(dir, "exitStatus", []byte(strconv.Itoa(shellStatus(ws))))
+func writeExitStatus(dir string, ws unix.WaitStatus, durable bool) error {
+	return writeState(dir, "exitStatus", []byte(strconv.Itoa(shellStatus(ws))), durable)
 }
 
 // writeSelf writes shim.pid and shim.starttime, so that after a daemon
 // restart our pid can be told from a reused one.
-func writeSelf(dir string) error {
+func writeSelf(dir string, durable bool) error {
 	pid := os.Getpid()
 	start, err := startTime(pid)
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(dir, "shim.pid", []byte(strconv.Itoa(pid))); err != nil {
+	if err := writeState(dir, "shim.pid", []byte(strconv.Itoa(pid)), durable); err != nil {
 		return err
 	}
-	return writeFileAtomic(dir, "shim.starttime", []byte(start))
+	return writeState(dir, "shim.starttime", []byte(start), durable)
 }
 
 // startTime is field 22 of /proc/PID/stat: the process's start time in clock

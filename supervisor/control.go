@@ -108,8 +108,12 @@ func (s *Supervisor) startUpdate(ctx context.Context, r UpdateRequest, done func
 			return
 		}
 	}
+	kind := serialStep // runc update: beside exec starts
+	if evType != "" {
+		kind = barrierStep // pause, resume: an exec must not join a cgroup being frozen
+	}
 	s.enqueue(r.ID, step{
-		name: "update",
+		name: "update", kind: kind,
 		work: func(context.Context) error { return work(ctx) },
 		apply: func(err error) {
 			if err != nil || evType == "" || e.removed {

@@ -78,7 +78,7 @@ func (s *Supervisor) startCreate(ctx context.Context, r CreateRequest, done func
 	var p Process
 	start := time.Now()
 	s.enqueue(r.ID, step{
-		name: "create",
+		name: "create", kind: barrierStep,
 		work: func(context.Context) error {
 			var err error
 			c, p, err = s.createWork(ctx, r)
@@ -178,7 +178,7 @@ const cleanupAttempts = 3
 // retried with backoff; when the runtime keeps failing, it gives up with a
 // logged reason and removes the daemon's own state, freeing the id.
 func (s *Supervisor) cleanupStep(name string, c Container) step {
-	return step{name: name, retry: true, work: c.Delete, maxAttempts: cleanupAttempts,
+	return step{name: name, kind: barrierStep, retry: true, work: c.Delete, maxAttempts: cleanupAttempts,
 		giveUp: func(_ context.Context, cause error) error {
 			s.log.WithError(cause).WithFields(map[string]interface{}{"container": c.ID(), "runtime": c.Runtime()}).
 				Error("the runtime cannot delete a container that never started; removing the daemon's own state of it " +

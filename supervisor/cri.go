@@ -193,7 +193,7 @@ func (s *Supervisor) RemoveObject(ctx context.Context, id string) error {
 		// returns. While the journal cannot write, that delete waits for it
 		// too: the reply does not.
 		barrier := func() {
-			s.enqueue(id, step{name: "removed", work: func(context.Context) error { return nil },
+			s.enqueue(id, step{name: "removed", kind: barrierStep, work: func(context.Context) error { return nil },
 				apply: func(error) { done(struct{}{}, nil) }})
 		}
 		if s.degraded != nil {

@@ -35,7 +35,7 @@ func (s *Supervisor) startExec(ctx context.Context, r ExecRequest, done func(int
 		done(0, ErrContainerNotFound)
 		return
 	}
-	if !e.running() || e.c == nil {
+	if !e.running() || e.c == nil || e.init == nil {
 		done(0, errNotRunning(r.ID))
 		return
 	}
@@ -43,6 +43,11 @@ func (s *Supervisor) startExec(ctx context.Context, r ExecRequest, done func(int
 		err := fmt.Errorf("mkdir %s: file exists", filepath.Join(s.cfg.StateDir, r.ID, r.Pid))
 		done(0, errmark.Mark(err, errdefs.ErrAlreadyExists))
 		return
+	}
+	if r.InheritInit {
+		spec := e.init.Spec()
+		spec.Args, spec.Terminal = r.Spec.Args, r.Spec.Terminal
+		r.Spec = spec
 	}
 	w := stateWeight(r.Spec)
 	if err := e.execRoom(w); err != nil {
@@ -56,15 +61,24 @@ func (s *Supervisor) startExec(ctx context.Context, r ExecRequest, done func(int
 	e.reserved[r.Pid] = w
 	var p Process
 	start := time.Now()
+	// An exec start runs beside the other exec starts and the serial work
+	// of the container; it is ordered only against the steps of its life
+	// that conflict (barrierStep: create, delete, checkpoint, pause,
+	// resume). The delete after the init's exit, a barrier, so waits for
+	// every exec start under way.
 	s.enqueue(r.ID, step{
-		name: "exec",
+		name: "exec", kind: execStep,
 		work: func(context.Context) error {
 			var err error
-			p, err = e.c.Exec(ctx, r.Pid, r.Spec, r.Stdio)
+			p, err = e.c.Exec(ctx, r.Pid, r.Spec, r.Stdio, runtime.ExecOpts{Ephemeral: r.Ephemeral})
 			return err
 		},
 		apply: func(err error) {
 			s.m.execTime.UpdateSince(start)
+			if err == nil && e.initPublished {
+				s.dropLateExec(e, r.Pid, p, done)
+				return
+			}
 			if r.Ephemeral && err == nil {
 				s.finishEphemeralExec(e, r.Pid, p, done)
 				return
@@ -74,13 +88,35 @@ func (s *Supervisor) startExec(ctx context.Context, r ExecRequest, done func(int
 	})
 }
 
+// dropLateExec undoes an exec that started (the container's pids are the
+// host's, or runc won a race with the init's exit) after its container's
+// exit was published: the exit of the container comes last, so the exec
+// is killed unseen and its caller told the container stopped. Its dir goes
+// with the retired container dir, whose delete waited for this start.
+func (s *Supervisor) dropLateExec(e *entry, pid string, p Process, done func(int, error)) {
+	delete(e.reserved, pid)
+	p.Signal(syscall.SIGKILL)
+	p.Close()
+	done(0, fmt.Errorf("container %q exited while exec %q started: %w", e.id, pid, errdefs.ErrFailedPrecondition))
+}
+
+// adoptExec makes p one of e's execs. One that started while the init
+// was exiting is killed at once: the init's exit, published after every
+// exec's, waits for its exit (applyExit).
+func (s *Supervisor) adoptExec(e *entry, pid string, p Process) {
+	delete(e.reserved, pid)
+	e.execs[pid] = p
+	s.procs[p] = e
+	if e.initExit != nil {
+		p.Signal(syscall.SIGKILL)
+	}
+}
+
 // finishEphemeralExec adopts an ephemeral exec: monitored like any other,
 // nothing journaled, the reply at once.
 func (s *Supervisor) finishEphemeralExec(e *entry, pid string, p Process, done func(int, error)) {
-	delete(e.reserved, pid)
-	e.execs[pid] = p
+	s.adoptExec(e, pid, p)
 	e.ephemeral[pid] = true
-	s.procs[p] = e
 	if err := s.mon.Monitor(p); err != nil {
 		s.log.WithError(err).WithField("container", e.id).Error("cannot monitor exec; reconcile will find its exit")
 	}
@@ -88,13 +124,12 @@ func (s *Supervisor) finishEphemeralExec(e *entry, pid string, p Process, done f
 }
 
 func (s *Supervisor) finishExec(e *entry, pid string, p Process, err error, done func(int, error)) {
-	delete(e.reserved, pid)
 	if err != nil {
+		delete(e.reserved, pid)
 		done(0, err)
 		return
 	}
-	e.execs[pid] = p
-	s.procs[p] = e
+	s.adoptExec(e, pid, p)
 	s.emit(s.event(journal.TypeStartProcess, e, pid, 0))
 	if err := s.mon.Monitor(p); err != nil {
 		s.log.WithError(err).WithField("container", e.id).Error("cannot monitor exec; reconcile will find its exit")

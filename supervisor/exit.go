@@ -201,7 +201,7 @@ func (s *Supervisor) exitEvent(e *entry, pid string, status uint32, at time.Time
 // deleteStep marks the exit as published, then removes the runc state and
 // the state dir, retrying with backoff until it succeeds.
 func (s *Supervisor) deleteStep(e *entry) step {
-	return step{name: "delete", retry: true, work: func(ctx context.Context) error {
+	return step{name: "delete", kind: barrierStep, retry: true, work: func(ctx context.Context) error {
 		start := time.Now()
 		defer s.m.deleteTime.UpdateSince(start)
 		if err := e.c.Records().MarkExitPublished("init"); err != nil {

@@ -53,5 +53,6 @@ func (s *Supervisor) waitWorkers() {
 	for _, p := range s.exitLane {
 		p.wait()
 	}
+	s.execLane.wait()
 	s.readLane.wait()
 }

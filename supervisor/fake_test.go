@@ -30,7 +30,11 @@ type fakeRuntime struct {
 	// createGate, when set, holds every Create until it is closed: a
 	// create hung in the runtime.
 	createGate chan struct{}
-	n          int
+	// execGate and updateGate hold every Exec, UpdateResources until
+	// closed; execsIn counts the Execs under way (held or not).
+	execGate, updateGate chan struct{}
+	execsIn, updatesIn   int
+	n                    int
 	// runc state the fake's "runc list" shows, and what was deleted from it
 	runcOrphans []runtime.RuncContainer
 	runcDeleted []string
@@ -207,7 +211,20 @@ func (c *fakeContainer) Create(ctx context.Context, o runtime.CreateOpts) (Proce
 	return c.newProc("init"), nil
 }
 
-func (c *fakeContainer) Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio) (Process, error) {
+func (c *fakeContainer) Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio, _ runtime.ExecOpts) (Process, error) {
+	c.rt.mu.Lock()
+	gate := c.rt.execGate
+	c.rt.execsIn++
+	c.rt.notifyLocked()
+	c.rt.mu.Unlock()
+	defer func() {
+		c.rt.mu.Lock()
+		c.rt.execsIn--
+		c.rt.mu.Unlock()
+	}()
+	if gate != nil {
+		<-gate
+	}
 	p := c.newProc(pid)
 	p.spec = spec
 	return p, nil
@@ -255,6 +272,19 @@ func (c *fakeContainer) OOMCgroups() (string, string)                  { return 
 func (c *fakeContainer) OOMBaseline(string) (uint64, bool)             { return 0, false }
 func (c *fakeContainer) Stats(context.Context) (*runtime.Stats, error) { return &runtime.Stats{}, nil }
 func (c *fakeContainer) UpdateResources(context.Context, *specs.LinuxResources) error {
+	c.rt.mu.Lock()
+	gate := c.rt.updateGate
+	c.rt.updatesIn++
+	c.rt.notifyLocked()
+	c.rt.mu.Unlock()
+	defer func() {
+		c.rt.mu.Lock()
+		c.rt.updatesIn--
+		c.rt.mu.Unlock()
+	}()
+	if gate != nil {
+		<-gate
+	}
 	return nil
 }
 func (c *fakeContainer) Checkpoint(context.Context, string, runtime.CheckpointOpts) error {

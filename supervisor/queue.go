@@ -20,6 +20,7 @@ const (
 // backoff until work succeeds, and the steps behind it wait, in order.
 type step struct {
 	name  string
+	kind  stepKind
 	retry bool
 	work  func(ctx context.Context) error
 	apply func(err error)
@@ -30,45 +31,111 @@ type step struct {
 	maxAttempts int
 }
 
-// workQueue serialises the steps of one container id, across incarnations:
-// a new container with the id of one being deleted waits for that delete.
+// stepKind says what a step is ordered against in its id's queue.
+type stepKind int
+
+const (
+	// serialStep: one at a time, in order, with the other serial and
+	// barrier steps of the id (marks, removals of exec dirs, resource
+	// updates). Exec starts run beside it.
+	serialStep stepKind = iota
+	// barrierStep: a serial step that also waits for every exec start
+	// begun before it, and that every exec start asked for after it waits
+	// for: the steps of a container's life that conflict with an exec
+	// (create, delete, checkpoint, pause, resume, a retire at restore).
+	barrierStep
+	// execStep: an exec start. Exec starts of one id run at once, beside
+	// its serial steps, on the exec lane; only barriers order them. Never
+	// retried.
+	execStep
+)
+
+// workQueue orders the steps of one container id, across incarnations: a
+// new container with the id of one being deleted waits for that delete.
 // Owned by the loop.
 type workQueue struct {
-	id      string
-	steps   []step
-	running bool
-	attempt int
+	id       string
+	steps    []step // serial and barrier steps, and exec starts waiting behind a barrier
+	running  bool   // steps[0] runs (a serial or barrier step)
+	attempt  int
+	barriers int // barrier steps in steps
+	execs    int // exec starts running
 }
 
-// enqueue appends st to the queue of id and starts it if the queue is idle.
+// enqueue appends st to the queue of id and starts it if it may run now.
+// An exec start runs at once unless a barrier step is queued before it.
 func (s *Supervisor) enqueue(id string, st step) {
 	q := s.queues[id]
 	if q == nil {
 		q = &workQueue{id: id}
 		s.queues[id] = q
 	}
-	q.steps = append(q.steps, st)
 	s.pending++
+	if st.kind == execStep && q.barriers == 0 {
+		s.runExecStep(q, st)
+		return
+	}
+	if st.kind == barrierStep {
+		q.barriers++
+	}
+	q.steps = append(q.steps, st)
 	if !q.running {
 		s.runHead(q)
 	}
 }
 
+// runHead starts the exec starts at the head of q, then its first serial
+// or barrier step (a barrier once no exec start runs).
 func (s *Supervisor) runHead(q *workQueue) {
 	if s.crash.frozen() {
 		return
 	}
+	for len(q.steps) > 0 && q.steps[0].kind == execStep {
+		st := q.steps[0]
+		q.steps[0] = step{}
+		q.steps = q.steps[1:]
+		s.runExecStep(q, st)
+	}
 	if len(q.steps) == 0 {
 		q.running = false
-		delete(s.queues, q.id)
+		if q.execs == 0 {
+			delete(s.queues, q.id)
+		}
+		return
+	}
+	st := q.steps[0]
+	if st.kind == barrierStep && q.execs > 0 {
+		q.running = false // execDone runs the head once the last exec start ended
 		return
 	}
 	q.running = true
-	st := q.steps[0]
 	s.workers.submit(func() {
 		err := st.work(context.Background())
 		s.send(func(s *Supervisor) { s.stepDone(q, st, err) })
 	})
+}
+
+// runExecStep runs an exec start on the exec lane, beside the other steps.
+func (s *Supervisor) runExecStep(q *workQueue, st step) {
+	if s.crash.frozen() {
+		return
+	}
+	q.execs++
+	s.execLane.submit(func() {
+		err := st.work(context.Background())
+		s.send(func(s *Supervisor) { s.execDone(q, st, err) })
+	})
+}
+
+func (s *Supervisor) execDone(q *workQueue, st step, err error) {
+	q.execs--
+	s.pending--
+	if st.apply != nil {
+		st.apply(err)
+	}
+	if q.execs == 0 && !q.running {
+		s.runHead(q) // a barrier waiting for the exec starts, or the queue's end
+	}
 }
 
 func (s *Supervisor) stepDone(q *workQueue, st step, err error) {
@@ -89,9 +156,12 @@ func (s *Supervisor) stepDone(q *workQueue, st step, err error) {
 	q.attempt = 0
 	q.steps[0] = step{}
 	q.steps = q.steps[1:]
+	if st.kind == barrierStep {
+		q.barriers--
+	}
 	s.pending--
 	if st.apply != nil {
-		st.apply(err)
+		st.apply(err) // still running: what apply enqueues waits for runHead
 	}
 	s.runHead(q)
 }
@@ -103,7 +173,7 @@ func (s *Supervisor) runGiveUp(q *workQueue, st step, cause error) {
 		"container": q.id, "step": st.name, "attempts": q.attempt + 1,
 	}).Error("container work keeps failing; giving up on it")
 	q.attempt = 0
-	q.steps[0] = step{name: st.name + " (giving up)", apply: st.apply, work: func(ctx context.Context) error {
+	q.steps[0] = step{name: st.name + " (giving up)", kind: st.kind, apply: st.apply, work: func(ctx context.Context) error {
 		err := st.giveUp(ctx, cause)
 		if err != nil {
 			s.log.WithError(err).WithFields(map[string]interface{}{"container": q.id, "step": st.name}).Error("giving up failed too; left as it is")

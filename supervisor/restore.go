@@ -326,7 +326,7 @@ func (s *Supervisor) finishPublished(e *entry, p Process) {
 	if s.containers[e.id] == e {
 		delete(s.containers, e.id)
 	}
-	s.enqueue(e.id, step{name: "retire", retry: true, work: func(context.Context) error { return e.c.Retire() }})
+	s.enqueue(e.id, step{name: "retire", kind: barrierStep, retry: true, work: func(context.Context) error { return e.c.Retire() }})
 	s.enqueue(e.id, s.deleteStep(e))
 }
 
@@ -354,7 +354,7 @@ func (s *Supervisor) adoptRetired(c Container, published map[string]bool) {
 		dead = append(dead, p)
 	}
 	if e.init == nil {
-		s.enqueue(e.id, step{name: "delete", retry: true, work: c.Delete})
+		s.enqueue(e.id, step{name: "delete", kind: barrierStep, retry: true, work: c.Delete})
 		return
 	}
 	s.replayDead(e, dead, published)

@@ -132,7 +132,7 @@ func TestRestoreRemovesInterruptedExec(t *testing.T) {
 	h.expect("start-container a", "start-process a e1")
 	rt.waitFor(t, "e1 marked started", e1.Started)
 	// An exec whose start the daemon never published (it died first).
-	p, err := a.Exec(context.Background(), "e2", specs.ProcessSpec{}, runtime.Stdio{})
+	p, err := a.Exec(context.Background(), "e2", specs.ProcessSpec{}, runtime.Stdio{}, runtime.ExecOpts{})
 	must(t, err)
 	e2 := p.(*fakeProcess)
 	must(t, h.s.Stop())

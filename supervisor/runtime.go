@@ -45,7 +45,7 @@ type Container interface {
 	// Create makes the init through a shim; with opts.Start the shim starts
 	// it too (the supervisor never starts an init separately).
 	Create(ctx context.Context, opts runtime.CreateOpts) (Process, error)
-	Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio) (Process, error)
+	Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio, opts runtime.ExecOpts) (Process, error)
 	Processes() []Process
 	RemoveProcess(pid string) error
 	Pause(ctx context.Context) error
@@ -180,8 +180,8 @@ func (c realContainer) Create(ctx context.Context, opts runtime.CreateOpts) (Pro
 	return p, nil
 }
 
-func (c realContainer) Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio) (Process, error) {
-	p, err := c.Container.Exec(ctx, pid, spec, stdio)
+func (c realContainer) Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio, opts runtime.ExecOpts) (Process, error) {
+	p, err := c.Container.Exec(ctx, pid, spec, stdio, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ func (s *Supervisor) CreateCheckpoint(ctx context.Context, id, dir string, o run
 			done(struct{}{}, err)
 			return
 		}
-		s.enqueue(id, step{name: "checkpoint",
+		s.enqueue(id, step{name: "checkpoint", kind: barrierStep,
 			work:  func(context.Context) error { return e.c.Checkpoint(ctx, dir, o) },
 			apply: func(err error) { done(struct{}{}, err) }})
 	})

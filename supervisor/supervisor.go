@@ -24,6 +24,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/evjournal/containerd/monitor"
+	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor/journal"
 	"github.com/evjournal/containerd/supervisor/objects"
 )
@@ -123,6 +124,10 @@ type Supervisor struct {
 	// exitLane reads exit statuses and retires state dirs, nothing else:
 	// exits never wait behind the runtime work or the readers.
 	exitLane exitLane
+	// execLane runs exec starts (execStep): the execs of one container
+	// start side by side, and a crowd of them never takes the work lane's
+	// workers from creates and deletes.
+	execLane *workerPool
 	// readLane runs State's pid scans, Stats and reconcile: reads that must
 	// delay neither exits nor the runtime work.
 	readLane *workerPool
@@ -219,6 +224,7 @@ func New(cfg Config) (*Supervisor, error) {
 	s.m.watchMonitor(s.mon)
 	s.workers = newWorkerPool(cfg.Workers) // made here: restore, the loop and Stop all use it
 	s.exitLane = newExitLane()
+	s.execLane = newWorkerPool(execWorkers)
 	s.readLane = newWorkerPool(readWorkers)
 	return s, nil
 }
@@ -293,7 +299,11 @@ func (s *Supervisor) Stop() error {
 	}
 	s.workers.stop()
 	s.exitLane.stop()
+	s.execLane.stop()
 	s.readLane.stop()
+	if _, real := s.rt.(realRuntime); real {
+		runtime.DropSpares() // idle spare shims exit with the daemon anyway: at once, then
+	}
 	s.mon.Close()
 	err := s.journal.Close()
 	close(s.stopped)

@@ -85,3 +85,9 @@ func (p *workerPool) stop() {
 // reconcile): enough to overlap two slow reads, few enough that a crowd of
 // pollers cannot take every CPU from the exit lane and the loop.
 const readWorkers = 2
+
+// execWorkers is the size of the exec lane: exec starts (runc exec through
+// a shim) that may run at once, across containers. An exec start mostly
+// waits on its shim; the bound keeps a flood of probes from starting
+// hundreds of runc processes at once on a small node.
+const execWorkers = 16

@@ -35,11 +35,10 @@ func (s *Server) ExecSync(ctx context.Context, r *runtimeapi.ExecSyncRequest) (*
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	spec, err := s.initSpec(ctx, id)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	spec.Args, spec.Terminal = r.GetCmd(), false
+	// The exec runs the init's process spec with the command's args: the
+	// loop fills it in (InheritInit), so no State call (a pid scan on the
+	// read lane) precedes every probe.
+	spec := specs.ProcessSpec{Args: r.GetCmd()}
 	out, err := s.execSync(ctx, id, spec, time.Duration(r.GetTimeout())*time.Second)
 	if err != nil {
 		return nil, toStatus(err)
@@ -88,7 +87,7 @@ func (s *Server) execSync(ctx context.Context, id string, spec specs.ProcessSpec
 		return nil, fmt.Errorf("container %s: exec: %w", id, err)
 	}
 	defer stop()
-	if _, err := s.sup.Exec(ctx, supervisor.ExecRequest{ID: id, Pid: pid, Spec: spec, Ephemeral: true,
+	if _, err := s.sup.Exec(ctx, supervisor.ExecRequest{ID: id, Pid: pid, Spec: spec, Ephemeral: true, InheritInit: true,
 		Stdio: runtime.Stdio{Stdout: stdout.path, Stderr: stderr.path}}); err != nil {
 		return nil, s.execError(ctx, id, err)
 	}

@@ -14,12 +14,26 @@ import (
 // same dir, fsyncs it, renames it over path and fsyncs the dir. On an error
 // path is unchanged and no temp file is left.
 func Write(path string, data []byte, perm os.FileMode) error {
+	return write(path, data, perm, true)
+}
+
+// WriteUnsynced replaces path with data as Write does, but without either
+// fsync: a crash of the writer (or of the daemon reading it) leaves the
+// old content or the new one, a crash of the machine may leave neither.
+// For files nobody reads after a reboot (an ephemeral exec's, whose process
+// cannot outlive the machine and whose exit is never reported after a
+// restart): the fsyncs cost milliseconds on a disk-backed state dir.
+func WriteUnsynced(path string, data []byte, perm os.FileMode) error {
+	return write(path, data, perm, false)
+}
+
+func write(path string, data []byte, perm os.FileMode, sync bool) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
-	if err := writeSyncClose(f, data, perm); err != nil {
+	if err := writeClose(f, data, perm, sync); err != nil {
 		os.Remove(f.Name())
 		return &os.PathError{Op: "write", Path: path, Err: err}
 	}
@@ -27,15 +41,18 @@ func Write(path string, data []byte, perm os.FileMode) error {
 		os.Remove(f.Name())
 		return err
 	}
+	if !sync {
+		return nil
+	}
 	return SyncDir(dir)
 }
 
-func writeSyncClose(f *os.File, data []byte, perm os.FileMode) error {
+func writeClose(f *os.File, data []byte, perm os.FileMode, sync bool) error {
 	_, err := f.Write(data)
 	if err == nil {
 		err = f.Chmod(perm)
 	}
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

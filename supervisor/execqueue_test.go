@@ -1,0 +1,236 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/specs"
+)
+
+// execAsync runs an Exec on a goroutine; its error comes on the channel.
+func (h *harness) execAsync(r ExecRequest) <-chan error {
+	ch := make(chan error, 1)
+	go func() {
+		_, err := h.s.Exec(context.Background(), r)
+		ch <- err
+	}()
+	return ch
+}
+
+// awaitErr waits, bounded, for an async call's result.
+func awaitErr(t *testing.T, what string, ch <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: no answer within 5s", what)
+		return nil
+	}
+}
+
+// queueOf is a copy of what the work queue of id holds, read in the loop:
+// the names of its steps, whether its head runs, and its exec starts under
+// way ("" steps and 0 when it has no queue).
+func (h *harness) queueOf(id string) (steps []string, running bool, execs int) {
+	type snap struct {
+		steps   []string
+		running bool
+		execs   int
+	}
+	v := loopValue(h.t, h.s, func(s *Supervisor) snap {
+		q := s.queues[id]
+		if q == nil {
+			return snap{}
+		}
+		var names []string
+		for _, st := range q.steps {
+			names = append(names, st.name)
+		}
+		return snap{names, q.running, q.execs}
+	})
+	return v.steps, v.running, v.execs
+}
+
+// TestExecStartsOfOneContainerRunTogether: the exec starts of one container
+// are in the runtime at the same time (they used to queue one at a time
+// on the container's work queue), and each gets its start-process.
+func TestExecStartsOfOneContainerRunTogether(t *testing.T) {
+	rt := newFakeRuntime()
+	h := newHarness(t, rt, t.TempDir())
+	h.create("a")
+	h.expect("start-container a")
+	gate := make(chan struct{})
+	rt.mu.Lock()
+	rt.execGate = gate
+	rt.mu.Unlock()
+	const n = 5
+	var results []<-chan error
+	for i := range n {
+		results = append(results, h.execAsync(ExecRequest{ID: "a", Pid: fmt.Sprintf("e%d", i)}))
+	}
+	rt.waitFor(t, "all exec starts in the runtime at once", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.execsIn == n
+	})
+	close(gate)
+	for i, ch := range results {
+		if err := awaitErr(t, fmt.Sprintf("exec e%d", i), ch); err != nil {
+			t.Fatalf("exec e%d: %v", i, err)
+		}
+	}
+	var got []string
+	for range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ev, err := h.sub.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, describe(ev))
+	}
+	sort.Strings(got)
+	if want := "[start-process a e0 start-process a e1 start-process a e2 start-process a e3 start-process a e4]"; fmt.Sprint(got) != want {
+		t.Fatalf("events %v, want %s (in any order)", got, want)
+	}
+}
+
+// TestExecStartNotBehindSerialWork: an exec start does not wait for the
+// container's serial work (here a resource update held in the runtime).
+func TestExecStartNotBehindSerialWork(t *testing.T) {
+	rt := newFakeRuntime()
+	h := newHarness(t, rt, t.TempDir())
+	h.create("a")
+	gate := make(chan struct{})
+	rt.mu.Lock()
+	rt.updateGate = gate
+	rt.mu.Unlock()
+	update := make(chan error, 1)
+	go func() {
+		update <- h.s.Update(context.Background(), UpdateRequest{ID: "a", Resources: &specs.LinuxResources{}})
+	}()
+	rt.waitFor(t, "the update under way", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.updatesIn == 1
+	})
+	if err := awaitErr(t, "exec beside a held update", h.execAsync(ExecRequest{ID: "a", Pid: "e1"})); err != nil {
+		t.Fatalf("exec beside a held update: %v", err)
+	}
+	close(gate)
+	if err := awaitErr(t, "update", update); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBarrierWaitsForExecStarts: the delete after the init's exit (a
+// barrier) waits for an exec start under way, and an exec asked for after
+// a barrier waits for it; an exec that started after its container's exit
+// was published is killed and refused, so nothing of it is published
+// after the container's exit.
+func TestBarrierWaitsForExecStarts(t *testing.T) {
+	rt := newFakeRuntime()
+	h := newHarness(t, rt, t.TempDir())
+	a := h.create("a")
+	h.expect("start-container a")
+	gate := make(chan struct{})
+	rt.mu.Lock()
+	rt.execGate = gate
+	rt.mu.Unlock()
+	late := h.execAsync(ExecRequest{ID: "a", Pid: "late"})
+	rt.waitFor(t, "the exec start under way", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.execsIn == 1
+	})
+	h.kill(a.proc("init"), 0)
+	h.expect("exit a init 0")
+	// The delete is queued once the exit is committed; a loop turn later
+	// it is at the head of the queue, not running: the exec start holds it.
+	var steps []string
+	var running bool
+	var execs int
+	for range 100 {
+		if steps, running, execs = h.queueOf("a"); len(steps) > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond) // the afterCommit that queues the delete runs after the publish
+	}
+	if len(steps) == 0 || steps[0] != "delete" || running || execs != 1 {
+		t.Fatalf("queue of a: steps %v, head running %v, exec starts %d; want the delete waiting for 1 exec start", steps, running, execs)
+	}
+	rt.mu.Lock()
+	deleted := a.deleted
+	rt.mu.Unlock()
+	if deleted {
+		t.Fatal("the container was deleted while an exec start was under way")
+	}
+	close(gate)
+	err := awaitErr(t, "the late exec", late)
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("an exec that started after its container's exit was published: %v, want FailedPrecondition", err)
+	}
+	rt.waitFor(t, "the delete after the exec start", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return a.deleted
+	})
+	p := a.proc("late")
+	p.mu.Lock()
+	killed := p.killed
+	p.mu.Unlock()
+	if !killed {
+		t.Fatal("the late exec was not killed")
+	}
+	// Nothing of it was published: the next event is the next container's.
+	h.create("b")
+	h.expect("start-container b")
+}
+
+// TestExecAfterBarrierWaits: an exec asked for while a barrier (a pause)
+// is queued behind a held resource update starts only after the pause.
+func TestExecAfterBarrierWaits(t *testing.T) {
+	rt := newFakeRuntime()
+	h := newHarness(t, rt, t.TempDir())
+	h.create("a")
+	h.expect("start-container a")
+	gate := make(chan struct{})
+	rt.mu.Lock()
+	rt.updateGate = gate
+	rt.mu.Unlock()
+	update := make(chan error, 1)
+	go func() {
+		update <- h.s.Update(context.Background(), UpdateRequest{ID: "a", Resources: &specs.LinuxResources{}})
+	}()
+	pause := make(chan error, 1)
+	waitSteps := func(want ...string) {
+		t.Helper()
+		for range 500 {
+			steps, _, _ := h.queueOf("a")
+			if fmt.Sprint(steps) == fmt.Sprint(want) {
+				return
+			}
+			time.Sleep(time.Millisecond) // the calls reach the loop on their own goroutines
+		}
+		steps, _, _ := h.queueOf("a")
+		t.Fatalf("queue of a: %v, want %v", steps, want)
+	}
+	waitSteps("update")
+	go func() { pause <- h.s.Update(context.Background(), UpdateRequest{ID: "a", Status: StatusPaused}) }()
+	waitSteps("update", "update")
+	exec := h.execAsync(ExecRequest{ID: "a", Pid: "e1"})
+	waitSteps("update", "update", "exec")
+	close(gate)
+	for _, ch := range []<-chan error{update, pause, exec} {
+		if err := awaitErr(t, "call", ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.expect("pause a", "start-process a e1")
+}
