@@ -60,6 +60,8 @@ type criConfig struct {
 	execSyncBudget int64
 	// cdiSpecDirs are the dirs of CDI specs (nil: ocispec.DefaultCDISpecDirs).
 	cdiSpecDirs []string
+	// registryHosts is the registry hosts dir (--registry-config-path).
+	registryHosts string
 }
 
 // flags are v0.2.9's (docs/api.md section 5: same names, shorts and

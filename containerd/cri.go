@@ -36,7 +36,8 @@ func newCRI(cfg config, sup *supervisor.Supervisor, log *logrus.Entry) (*criEndp
 		return nil, nil
 	}
 	log = log.WithField("module", "cri")
-	images, err := image.Open(filepath.Join(cc.root, "images"), image.Options{Mirrors: cc.mirrors, Insecure: cc.insecure, Logger: log, Limits: cc.limits})
+	images, err := image.Open(filepath.Join(cc.root, "images"), image.Options{Mirrors: cc.mirrors, Insecure: cc.insecure, HostsDir: cc.registryHosts,
+		Logger: log, Limits: cc.limits})
 	if err != nil {
 		return nil, fmt.Errorf("cri: image store: %w", err)
 	}

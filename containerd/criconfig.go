@@ -29,6 +29,11 @@ func criConfigFrom(c *cli.Context, stateDir string) (criConfig, error) {
 	if cc.mirrors, err = parseMirrors(c.StringSlice("registry-mirror")); err != nil {
 		return cc, err
 	}
+	if p := c.String("registry-config-path"); p != "" {
+		if cc.registryHosts, err = absFlag("registry-config-path", p); err != nil {
+			return cc, err
+		}
+	}
 	if cc.limits, err = imageLimitsFrom(c); err != nil {
 		return cc, err
 	}

@@ -21,6 +21,9 @@ func imageFlags() []cli.Flag {
 			Usage: "fail a pull when a registry sends no byte of a request for this long (0: never)"},
 		&cli.IntFlag{Name: "max-concurrent-downloads", Value: d.MaxConcurrentDownloads,
 			Usage: "layers one pull downloads at once"},
+		&cli.StringFlag{Name: "registry-config-path", Usage: "registry hosts dir in containerd's hosts.toml format (e.g. /etc/containerd/certs.d): " +
+			"per registry host DIR/HOST/hosts.toml (or DIR/_default/) names its mirrors, their capabilities, CA bundles, client certificates and skip_verify; " +
+			"read at each pull; a host configured there ignores --registry-mirror and --insecure-registry"},
 	}
 }
 

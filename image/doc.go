@@ -1,5 +1,6 @@
 // Package image is the daemon's image store: it pulls images from registries
-// (with the request's credentials, configured mirrors and insecure hosts),
+// (with the request's credentials, through the hosts configured for the
+// registry: hosts.toml files, mirrors, insecure hosts),
 // verifies every blob against its digest, unpacks each layer once into its
 // own directory keyed by chain id, and mounts a container's rootfs as an
 // overlay of its image's layers under an upper dir of its own. It is what the

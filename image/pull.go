@@ -78,14 +78,25 @@ func (s *Store) Pull(ctx context.Context, refStr string, auth *Auth) (Image, err
 }
 
 // resolve tries each endpoint in turn for the manifests and the config;
-// the error names them all.
+// the error names them all. A tag is resolved to its digest only by a host
+// trusted to (capability resolve); a host that may only pull is asked for
+// that digest, and what it sends is checked against it.
 func (s *Store) resolve(ctx context.Context, r ref, auth *Auth) (*registry, *resolved, error) {
 	eps, err := s.endpoints(r)
 	if err != nil {
 		return nil, nil, err
 	}
 	var errs []error
+	digest := "" // the tag's, once a resolving host said it
 	for _, ep := range eps {
+		if r.tag != "" && ep.caps&capResolve == 0 {
+			if digest == "" {
+				if digest, err = s.resolveTag(ctx, r, eps, auth); err != nil {
+					return nil, nil, err
+				}
+			}
+			ep = ep.atDigest(digest)
+		}
 		reg, err := s.dial(ctx, ep, auth)
 		if err == nil {
 			var res *resolved
@@ -102,6 +113,32 @@ func (s *Store) resolve(ctx context.Context, r ref, auth *Auth) (*registry, *res
 		}
 	}
 	return nil, nil, joinErrs(errs)
+}
+
+// resolveTag asks the hosts that may resolve, in order, for the digest of
+// r's tag (its manifest's, as they serve it).
+func (s *Store) resolveTag(ctx context.Context, r ref, eps []endpoint, auth *Auth) (string, error) {
+	var errs []error
+	for _, ep := range eps {
+		if ep.caps&capResolve == 0 {
+			continue
+		}
+		reg, err := s.dial(ctx, ep, auth)
+		if err == nil {
+			var raw []byte
+			if raw, _, err = reg.manifest(ctx, r.tag); err == nil {
+				return sha256Of(raw).String(), nil
+			}
+		}
+		if ctx.Err() != nil {
+			return "", err
+		}
+		errs = append(errs, fmt.Errorf("%s: resolve %s: %w", ep.desc, r.tag, err))
+	}
+	if len(errs) == 0 {
+		return "", fmt.Errorf("no configured host of %s may resolve the tag %s (capability resolve): %w", r.host, r.tag, errdefs.ErrInvalidArgument)
+	}
+	return "", joinErrs(errs)
 }
 
 // fetchImage makes sure each layer is unpacked and commits the record. The

@@ -2,8 +2,6 @@ package image
 
 import (
 	"fmt"
-	"net/url"
-	"strings"
 
 	"github.com/containerd/errdefs"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -56,31 +54,38 @@ type endpoint struct {
 	ref    name.Reference
 	desc   string // for errors: "mirror http://127.0.0.1:5000" or "registry.k8s.io"
 	host   string // host[:port] the requests go to, for Auth.ServerAddress
-	mirror bool
+	mirror bool   // not the reference's own host
+	// scheme is "https" or "http" as configured; "" leaves it to
+	// go-containerregistry (https, but plain http for local addresses).
+	scheme string
+	caps   int      // capPull, capResolve
+	tls    tlsFiles // an https host's own TLS settings
+	ns     string   // the reference's registry host, told to a mirror (?ns=)
 }
 
-// endpoints lists where r is pulled from: its host's mirrors in the order
-// configured, then the host itself.
+// endpoints lists where r is pulled from, in order: its host's configured
+// hosts (hostsOf) that may pull.
 func (s *Store) endpoints(r ref) ([]endpoint, error) {
-	var eps []endpoint
-	for _, m := range s.mirrorsOf(r.host) {
-		u, err := url.Parse(m)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" {
-			return nil, fmt.Errorf("mirror %q of %s: want http(s)://host[:port]: %w", m, r.host, errdefs.ErrInvalidArgument)
-		}
-		ep, err := r.at(u.Host, u.Scheme == "http")
-		if err != nil {
-			return nil, fmt.Errorf("mirror %q of %s: %w", m, r.host, err)
-		}
-		ep.desc, ep.mirror = "mirror "+m, true
-		eps = append(eps, ep)
-	}
-	ep, err := r.at(r.host, s.insec[r.host])
+	hosts, err := s.hostsOf(r.host)
 	if err != nil {
 		return nil, err
 	}
-	ep.desc = r.host
-	return append(eps, ep), nil
+	var eps []endpoint
+	for _, h := range hosts {
+		if h.caps&capPull == 0 {
+			continue
+		}
+		ep, err := r.at(h.host, h.scheme == "http")
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", h.from, err)
+		}
+		ep.desc, ep.mirror, ep.scheme, ep.caps, ep.tls, ep.ns = h.from, h.mirror, h.scheme, h.caps, h.tls, r.host
+		eps = append(eps, ep)
+	}
+	if len(eps) == 0 {
+		return nil, fmt.Errorf("no configured host of %s may pull (capability pull): %w", r.host, errdefs.ErrInvalidArgument)
+	}
+	return eps, nil
 }
 
 func (s *Store) mirrorsOf(host string) []string {
@@ -88,6 +93,13 @@ func (s *Store) mirrorsOf(host string) []string {
 		return m
 	}
 	return s.mirror[dockerHub]
+}
+
+// atDigest is ep for the manifest digest d instead of a tag: what a host
+// that may pull but not resolve serves.
+func (ep endpoint) atDigest(d string) endpoint {
+	ep.ref = ep.ref.Context().Digest(d)
+	return ep
 }
 
 // at is r on another registry host, with the same repository and tag.

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -48,7 +49,11 @@ func (s *Store) dial(ctx context.Context, ep endpoint, auth *Auth) (*registry, e
 	repo := ep.ref.Context()
 	w := watchStall(ctx, s.limits.ProgressTimeout, "ping "+repo.RegistryStr())
 	defer w.stop()
-	tr, err := transport.NewWithContext(w.ctx, repo.Registry, auth.authFor(ep.host), baseTransport, []string{repo.Scope(transport.PullScope)})
+	base, err := s.transportFor(ep)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := transport.NewWithContext(w.ctx, repo.Registry, auth.authFor(ep.host), base, []string{repo.Scope(transport.PullScope)})
 	if err != nil {
 		return nil, w.explain(classify(err))
 	}
@@ -59,7 +64,12 @@ func (s *Store) dial(ctx context.Context, ep endpoint, auth *Auth) (*registry, e
 // get sends GET /v2/<repo>/<path> and returns the body of a 200, watched
 // for progress; the caller closes it.
 func (r *registry) get(ctx context.Context, path, accept string) (io.ReadCloser, int64, http.Header, error) {
-	u := url.URL{Scheme: r.repo.Scheme(), Host: r.repo.RegistryStr(), Path: "/v2/" + r.repo.RepositoryStr() + "/" + path}
+	u := url.URL{Scheme: cmp.Or(r.ep.scheme, r.repo.Scheme()), Host: r.repo.RegistryStr(), Path: "/v2/" + r.repo.RepositoryStr() + "/" + path}
+	if r.ep.mirror {
+		// Which registry's content is asked for, as containerd tells a
+		// mirror (one mirror may serve several).
+		u.RawQuery = url.Values{"ns": {r.ep.ns}}.Encode()
+	}
 	w := watchStall(ctx, r.timeout, "GET "+path)
 	req, err := http.NewRequestWithContext(w.ctx, http.MethodGet, u.String(), nil)
 	if err != nil {

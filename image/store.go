@@ -28,6 +28,11 @@ type Options struct {
 	Mirrors map[string][]string
 	// Insecure lists registry hosts ("host:port") reached over plain http.
 	Insecure []string
+	// HostsDir is a registry hosts dir in containerd's hosts.toml format
+	// (hosts.go): per registry host its mirrors, their capabilities and
+	// TLS settings. A host configured there is not configured by Mirrors
+	// and Insecure; empty: none.
+	HostsDir string
 	// Logger defaults to logrus.StandardLogger().
 	Logger *logrus.Entry
 	// Limits bound what a pull may cost; zero fields take DefaultLimits.
@@ -61,8 +66,14 @@ type Store struct {
 	root   string
 	mirror map[string][]string
 	insec  map[string]bool
-	log    *logrus.Entry
-	limits Limits
+	// hostsDir is Options.HostsDir, read at each pull.
+	hostsDir string
+	// tmu guards transports, the connection pools of hosts with TLS
+	// settings of their own, by settings (see transportFor).
+	tmu        sync.Mutex
+	transports map[string]hostTransport
+	log        *logrus.Entry
+	limits     Limits
 	// unpackSlots holds a token per layer being decompressed, daemon-wide
 	// (maxConcurrentUnpacks).
 	unpackSlots chan struct{}
@@ -95,7 +106,7 @@ func Open(root string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		root: root, mirror: opts.Mirrors, insec: map[string]bool{}, log: opts.Logger,
+		root: root, mirror: opts.Mirrors, insec: map[string]bool{}, hostsDir: opts.HostsDir, transports: map[string]hostTransport{}, log: opts.Logger,
 		limits: opts.Limits.withDefaults(), unpackSlots: make(chan struct{}, maxConcurrentUnpacks()),
 		images: map[string]*Image{}, names: map[string]string{}, layers: map[string]layerRecord{},
 		rootfs: map[string]rootfsRecord{}, pinned: map[string]int{}, unpacking: map[string]*unpackCall{},
