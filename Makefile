@@ -135,7 +135,7 @@ test: build lint
 # lines, writes bench/RESULTS.md. One group alone: go run ./bench/cmd/bench
 # -only cri (start, exit, journal, journal10m, fanout, cri).
 bench: build bench-peer
-	$(GO) run ./bench/cmd/bench -out bench/RESULTS.md
+	$(GO) run ./bench/cmd/bench -out bench/RESULTS.md -peer bench/build/containerd-$(BENCH_PEER_VERSION)
 
 # containerd 2.x, the cri group's peer, built from the Go module proxy
 # (cmd/containerd and cmd/containerd-shim-runc-v2 of a pinned release; about

@@ -107,6 +107,12 @@ func (b *bench) startCRI() (*criRun, error) {
 		}
 		peerDir = d
 	}
+	// Absolute: containerd is given the shim's path, and its shims are
+	// found by their executable's.
+	peerDir, err := filepath.Abs(peerDir)
+	if err != nil {
+		return nil, err
+	}
 	reg := env.NewRegistry()
 	body, err := os.ReadFile(env.Bins.Testinit)
 	if err != nil {
