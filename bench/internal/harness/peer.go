@@ -143,20 +143,21 @@ disabled_plugins = ['io.containerd.nri.v1.nri', 'io.containerd.internal.v1.opt']
     # the pause's -998 to what it may set, the same as this does.
     restrict_oom_score_adj = true
     netns_mounts_under_state_dir = true
-    enable_cdi = false
     [plugins.'io.containerd.cri.v1.runtime'.containerd]
       default_runtime_name = 'runc'
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        # The shim is found on containerd's PATH (Start), not by
+        # runtime_path: with a path, every task create would first run
+        # "<path> -info" (it knows io.containerd.runc.v2 without it).
         runtime_type = 'io.containerd.runc.v2'
-        runtime_path = %[5]q
         sandboxer = 'podsandbox'
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-          BinaryName = %[6]q
-          Root = %[7]q
+          BinaryName = %[5]q
+          Root = %[6]q
           SystemdCgroup = false
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       bin_dirs = ['/usr/lib/cni']
-      conf_dir = %[8]q
+      conf_dir = %[7]q
       max_conf_num = 1
 
   [plugins.'io.containerd.grpc.v1.cri']
@@ -164,17 +165,17 @@ disabled_plugins = ['io.containerd.nri.v1.nri', 'io.containerd.internal.v1.opt']
     stream_server_port = '0'
 
   [plugins.'io.containerd.server.v1.grpc']
-    address = %[9]q
+    address = %[8]q
 
   [plugins.'io.containerd.server.v1.ttrpc']
-    address = %[10]q
+    address = %[9]q
 
   [plugins.'io.containerd.shim.v1.manager']
-    socket_dir = %[11]q
+    socket_dir = %[10]q
 
   [plugins.'io.containerd.transfer.v1.local']
     config_path = %[4]q
-`, filepath.Join(p.Dir, "root"), filepath.Join(p.Dir, "state"), sandboxImage, hosts, p.Shim, p.env.Bins.Runc,
+`, filepath.Join(p.Dir, "root"), filepath.Join(p.Dir, "state"), sandboxImage, hosts, p.env.Bins.Runc,
 		p.RuncRoot, p.Net.ConfDir, p.Socket, p.Socket+".ttrpc", sockDir)
 	return os.WriteFile(filepath.Join(p.Dir, "config.toml"), []byte(conf), 0o644)
 }
@@ -188,6 +189,7 @@ func (p *Peer) Start() error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(p.Bin, "--config", filepath.Join(p.Dir, "config.toml"))
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(p.Shim)+":"+os.Getenv("PATH"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
