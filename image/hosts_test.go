@@ -1,17 +1,8 @@
 package image_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/image"
@@ -27,63 +17,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
-
-// testCA is a private certificate authority made by the test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-var serial int64 = 1
-
-func newKey(t *testing.T) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-func newCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue makes a certificate for a server at 127.0.0.1, or for a client,
-// and its key, in PEM.
-func (ca *testCA) issue(t *testing.T, client bool) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key := newKey(t)
-	serial++
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature}
-	if client {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	} else {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
 
 // tlsRegistry is an in-memory registry served over TLS with a
 // certificate of ca (and, with clientCA, wanting a client certificate of
@@ -97,34 +30,19 @@ type tlsRegistry struct {
 	requests []string // "GET /v2/...?query"
 }
 
-func newTLSRegistry(t *testing.T, ca *testCA, clientCA *testCA) *tlsRegistry {
+func newTLSRegistry(t *testing.T, ca, clientCA *fixture.CA) *tlsRegistry {
 	t.Helper()
 	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	r := &tlsRegistry{push: &testRegistry{gets: map[string]int{}}}
 	r.push.srv = httptest.NewServer(inner)
 	t.Cleanup(r.push.srv.Close)
 	r.push.host = strings.TrimPrefix(r.push.srv.URL, "http://")
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.host = fixture.ServeTLS(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.requests = append(r.requests, req.Method+" "+req.URL.RequestURI())
 		r.mu.Unlock()
 		inner.ServeHTTP(w, req)
-	}))
-	certPEM, keyPEM := ca.issue(t, false)
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
-	if clientCA != nil {
-		pool := x509.NewCertPool()
-		pool.AddCert(clientCA.cert)
-		srv.TLS.ClientAuth, srv.TLS.ClientCAs = tls.RequireAndVerifyClientCert, pool
-	}
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are the point
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	r.host = strings.TrimPrefix(srv.URL, "https://")
+	}), ca, clientCA)
 	return r
 }
 
@@ -176,10 +94,10 @@ func nsDir(host string) string { return strings.Replace(host, ":", "_", 1) + "_"
 // skip_verify; each edit of the file is taken at the next pull.
 func TestHostsTLSPrivateCA(t *testing.T) {
 	fixture.RequireRoot(t)
-	ca := newCA(t, "private CA")
+	ca := fixture.NewCA(t, "private CA")
 	reg := newTLSRegistry(t, ca, nil)
 	reg.push.push(t, "app:1", fixture.ImageOf(t, testConfig, baseLayer(t)))
-	dir := hostsDir(t, map[string]string{"ca.pem": string(ca.pem)})
+	dir := hostsDir(t, map[string]string{"ca.pem": string(ca.PEM)})
 	s, root := newStore(t, image.Options{HostsDir: dir})
 	ref := reg.host + "/app:1"
 	hosts := filepath.Join(dir, nsDir(reg.host), "hosts.toml")
@@ -224,13 +142,13 @@ func TestHostsTLSPrivateCA(t *testing.T) {
 // image under the tag is never taken).
 func TestHostsMirrorFirst(t *testing.T) {
 	fixture.RequireRoot(t)
-	ca := newCA(t, "private CA")
+	ca := fixture.NewCA(t, "private CA")
 	upstream, empty, mirror := newTLSRegistry(t, ca, nil), newTLSRegistry(t, ca, nil), newTLSRegistry(t, ca, nil)
 	good := fixture.ImageOf(t, testConfig, baseLayer(t))
 	upstream.push.push(t, "app:1", good)
 	mirror.push.push(t, "app:1", good)
 	const ns = "registry.invalid" // never reached: .invalid does not resolve
-	dir := hostsDir(t, map[string]string{"ca.pem": string(ca.pem), ns + "/hosts.toml": `
+	dir := hostsDir(t, map[string]string{"ca.pem": string(ca.PEM), ns + "/hosts.toml": `
 server = "https://` + upstream.host + `"
 ca = "../ca.pem"
 [host."https://` + empty.host + `"]
@@ -294,14 +212,14 @@ ca = "../ca.pem"
 // pair of its hosts.toml, as a [cert, key] pair or one PEM file with both.
 func TestHostsClientCertificate(t *testing.T) {
 	fixture.RequireRoot(t)
-	ca, clientCA := newCA(t, "server CA"), newCA(t, "client CA")
+	ca, clientCA := fixture.NewCA(t, "server CA"), fixture.NewCA(t, "client CA")
 	reg := newTLSRegistry(t, ca, clientCA)
 	reg.push.push(t, "app:1", fixture.ImageOf(t, testConfig, baseLayer(t)))
-	cert, key := clientCA.issue(t, true)
-	strangerCert, strangerKey := newCA(t, "another CA").issue(t, true)
+	cert, key := clientCA.Issue(t, true)
+	strangerCert, strangerKey := fixture.NewCA(t, "another CA").Issue(t, true)
 	ns := nsDir(reg.host)
 	dir := hostsDir(t, map[string]string{
-		"ca.pem": string(ca.pem), "client.cert": string(cert), "client.key": string(key), "both.pem": string(cert) + string(key),
+		"ca.pem": string(ca.PEM), "client.cert": string(cert), "client.key": string(key), "both.pem": string(cert) + string(key),
 		"stranger.cert": string(strangerCert), "stranger.key": string(strangerKey),
 	})
 	s, root := newStore(t, image.Options{HostsDir: dir})
