@@ -52,6 +52,9 @@ func (e *entry) process(pid string) (Process, bool) {
 }
 
 // running reports whether the container accepts execs and signals.
+// execsDone: no exec of the container runs, and none is starting.
+func (e *entry) execsDone() bool { return len(e.execs) == 0 && len(e.reserved) == 0 }
+
 func (e *entry) running() bool {
 	return (e.status == StatusRunning || e.status == StatusPaused) && e.initExit == nil
 }

@@ -94,7 +94,7 @@ func (s *Supervisor) startExec(ctx context.Context, r ExecRequest, done func(int
 // is killed unseen and its caller told the container stopped. Its dir goes
 // with the retired container dir, whose delete waited for this start.
 func (s *Supervisor) dropLateExec(e *entry, pid string, p Process, done func(int, error)) {
-	delete(e.reserved, pid)
+	delete(e.reserved, pid) // (unreachable while the init's exit waits for exec starts; kept as a guard)
 	p.Signal(syscall.SIGKILL)
 	p.Close()
 	done(0, fmt.Errorf("container %q exited while exec %q started: %w", e.id, pid, errdefs.ErrFailedPrecondition))
@@ -126,6 +126,9 @@ func (s *Supervisor) finishEphemeralExec(e *entry, pid string, p Process, done f
 func (s *Supervisor) finishExec(e *entry, pid string, p Process, err error, done func(int, error)) {
 	if err != nil {
 		delete(e.reserved, pid)
+		if e.initExit != nil && e.execsDone() {
+			s.finishInit(e) // the init's exit waited for this start
+		}
 		done(0, err)
 		return
 	}

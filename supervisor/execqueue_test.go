@@ -2,13 +2,13 @@ package supervisor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/containerd/errdefs"
+	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/specs"
 )
 
@@ -55,6 +55,19 @@ func (h *harness) queueOf(id string) (steps []string, running bool, execs int) {
 		return snap{names, q.running, q.execs}
 	})
 	return v.steps, v.running, v.execs
+}
+
+// waitQueue waits until the work queue of id holds no step, polling: its
+// steps' ends are not events a test can await.
+func (h *harness) waitQueue(id string) {
+	h.t.Helper()
+	for range 5000 {
+		if steps, _, execs := h.queueOf(id); len(steps) == 0 && execs == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.t.Fatalf("the work queue of %s did not empty", id)
 }
 
 // TestExecStartsOfOneContainerRunTogether: the exec starts of one container
@@ -129,12 +142,11 @@ func TestExecStartNotBehindSerialWork(t *testing.T) {
 	}
 }
 
-// TestBarrierWaitsForExecStarts: the delete after the init's exit (a
-// barrier) waits for an exec start under way, and an exec asked for after
-// a barrier waits for it; an exec that started after its container's exit
-// was published is killed and refused, so nothing of it is published
-// after the container's exit.
-func TestBarrierWaitsForExecStarts(t *testing.T) {
+// TestInitExitWaitsForExecStart: an init that exits while an exec of its
+// container is starting has its exit published after that start ended: an
+// exec that did start (its pids are the host's, or runc won the race) is
+// killed, and its start and exit come before the init's exit.
+func TestInitExitWaitsForExecStart(t *testing.T) {
 	rt := newFakeRuntime()
 	h := newHarness(t, rt, t.TempDir())
 	a := h.create("a")
@@ -150,47 +162,68 @@ func TestBarrierWaitsForExecStarts(t *testing.T) {
 		return rt.execsIn == 1
 	})
 	h.kill(a.proc("init"), 0)
-	h.expect("exit a init 0")
-	// The delete is queued once the exit is committed; a loop turn later
-	// it is at the head of the queue, not running: the exec start holds it.
-	var steps []string
-	var running bool
-	var execs int
-	for range 100 {
-		if steps, running, execs = h.queueOf("a"); len(steps) > 0 {
-			break
-		}
-		time.Sleep(time.Millisecond) // the afterCommit that queues the delete runs after the publish
-	}
-	if len(steps) == 0 || steps[0] != "delete" || running || execs != 1 {
-		t.Fatalf("queue of a: steps %v, head running %v, exec starts %d; want the delete waiting for 1 exec start", steps, running, execs)
-	}
-	rt.mu.Lock()
-	deleted := a.deleted
-	rt.mu.Unlock()
-	if deleted {
-		t.Fatal("the container was deleted while an exec start was under way")
-	}
+	// The init's exit waits: the next event is another container's.
+	h.create("b")
+	h.expect("start-container b")
 	close(gate)
-	err := awaitErr(t, "the late exec", late)
-	if !errors.Is(err, errdefs.ErrFailedPrecondition) {
-		t.Fatalf("an exec that started after its container's exit was published: %v, want FailedPrecondition", err)
+	if err := awaitErr(t, "the late exec", late); err != nil {
+		t.Fatalf("an exec that started while its init exited: %v, want its pid (it started)", err)
 	}
-	rt.waitFor(t, "the delete after the exec start", func() bool {
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return a.deleted
-	})
 	p := a.proc("late")
 	p.mu.Lock()
 	killed := p.killed
 	p.mu.Unlock()
 	if !killed {
-		t.Fatal("the late exec was not killed")
+		t.Fatal("an exec that started after its init exited was not killed")
 	}
-	// Nothing of it was published: the next event is the next container's.
-	h.create("b")
-	h.expect("start-container b")
+	h.kill(p, 137)
+	h.expect("start-process a late", "exit a late 137", "exit a init 0")
+	rt.waitFor(t, "the delete after the exit", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return a.deleted
+	})
+}
+
+// TestBarrierWaitsForExecStart: a barrier step (a checkpoint) asked for
+// while an exec start is under way waits for it.
+func TestBarrierWaitsForExecStart(t *testing.T) {
+	rt := newFakeRuntime()
+	h := newHarness(t, rt, t.TempDir())
+	h.create("a")
+	h.expect("start-container a")
+	h.waitQueue("a") // the mark-started after the start
+	gate := make(chan struct{})
+	rt.mu.Lock()
+	rt.execGate = gate
+	rt.mu.Unlock()
+	exec := h.execAsync(ExecRequest{ID: "a", Pid: "e1"})
+	rt.waitFor(t, "the exec start under way", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.execsIn == 1
+	})
+	checkpoint := make(chan error, 1)
+	go func() { checkpoint <- h.s.CreateCheckpoint(context.Background(), "a", t.TempDir(), runtime.CheckpointOpts{}) }()
+	var steps []string
+	var running bool
+	var execs int
+	for range 500 {
+		if steps, running, execs = h.queueOf("a"); len(steps) > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond) // the call reaches the loop on its own goroutine
+	}
+	if fmt.Sprint(steps) != "[checkpoint]" || running || execs != 1 {
+		t.Fatalf("queue of a: steps %v, head running %v, exec starts %d; want the checkpoint waiting for 1 exec start", steps, running, execs)
+	}
+	close(gate)
+	if err := awaitErr(t, "exec", exec); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitErr(t, "checkpoint", checkpoint); err == nil || !strings.Contains(err.Error(), "not supported by the fake") {
+		t.Fatalf("checkpoint: %v, want the fake's refusal (it ran)", err)
+	}
 }
 
 // TestExecAfterBarrierWaits: an exec asked for while a barrier (a pause)

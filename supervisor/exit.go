@@ -94,12 +94,13 @@ func (s *Supervisor) runExit(e *entry, p Process, start time.Time, attempt int) 
 }
 
 // applyExit publishes an exec's exit at once, and an init's once every exec
-// of the container has exited: clients read the init's exit as the end of
-// the container, so it comes last, exactly once.
+// of the container has exited (and every exec start under way has ended:
+// one that started is killed and its exit comes first): clients read the
+// init's exit as the end of the container, so it comes last, exactly once.
 func (s *Supervisor) applyExit(e *entry, p Process, isInit bool, status uint32, at time.Time) {
 	if !isInit {
 		s.publishExecExit(e, p, status, at)
-		if e.initExit != nil && len(e.execs) == 0 {
+		if e.initExit != nil && e.execsDone() {
 			s.finishInit(e)
 		}
 		return
@@ -111,7 +112,7 @@ func (s *Supervisor) applyExit(e *entry, p Process, isInit bool, status uint32, 
 	if s.containers[e.id] == e {
 		s.mon.StopOOM(e.id)
 	}
-	if len(e.execs) == 0 {
+	if e.execsDone() {
 		s.finishInit(e)
 		return
 	}
