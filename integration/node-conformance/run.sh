@@ -35,7 +35,17 @@
 # then every spec with its state), kubelet.log, daemon.log, registry.log.
 set -euo pipefail
 
-cd "$(dirname "$0")/../.."
+# bash reads a script as it runs it, and a run lasts an hour: it runs from a
+# copy, so that an edit (or a git checkout) of this file cannot change it
+# half way.
+if [[ -z ${NODE_CONFORMANCE_REPO:-} ]]; then
+	repo=$(cd "$(dirname "$0")/../.." && pwd)
+	copy=$(mktemp /tmp/node-conformance-run.XXXXXX)
+	cp "$0" "$copy"
+	NODE_CONFORMANCE_REPO=$repo exec bash "$copy" "$@"
+fi
+rm -f "$0" # the copy: bash keeps it open
+cd "$NODE_CONFORMANCE_REPO"
 REPO=$PWD
 BIN=$REPO/bin
 GO=${GO:-go}
@@ -58,7 +68,7 @@ if [[ ! -x /usr/lib/cni/bridge || ! -x /usr/lib/cni/host-local || ! -x /usr/lib/
 	say "installing containernetworking-plugins, iptables, curl"
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containernetworking-plugins iptables curl >/dev/null
 fi
-for c in dpkg-deb apt-get ip mount umount; do
+for c in dpkg-deb apt-get ip mount umount python3; do
 	command -v $c >/dev/null || die "$c missing"
 done
 
@@ -207,8 +217,9 @@ done
 # Debian packages, cached: busybox-static (the busybox image, and the shell
 # of the Debian root filesystem), and the minimal root filesystem of the
 # nginx and glibc-dns-testing images: glibc, nginx and its libraries,
-# hostname (glibc's `hostname -f`).
-DEBS=(busybox-static base-files libc6 libgcc-s1 libcrypt1 libpcre2-8-0 libssl3 zlib1g nginx nginx-common hostname)
+# hostname (glibc's `hostname -f`); bash-static (agnhost's /bin/bash: the
+# original is Alpine with bash, and specs run `/bin/bash -c` in it).
+DEBS=(busybox-static bash-static base-files libc6 libgcc-s1 libcrypt1 libpcre2-8-0 libssl3 zlib1g nginx nginx-common hostname)
 mkdir -p "$CACHE"
 for pkg in "${DEBS[@]}"; do
 	if ! ls "$CACHE/${pkg}"_*.deb >/dev/null 2>&1; then
@@ -235,8 +246,10 @@ done
 printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n' >"$B/etc/nsswitch.conf"
 
 # agnhost: its program as /agnhost, /agnhost-2 a link to it (entrypoint
-# specs), /uploads (netexec)
-mkdir -p "$S/agnhost/uploads"
+# specs), /uploads (netexec), bash
+mkdir -p "$S/agnhost/uploads" "$S/agnhost/bin" "$W/deb-bash"
+dpkg-deb -x "$(deb bash-static)" "$W/deb-bash"
+install -m 0755 "$W/deb-bash/bin/bash-static" "$S/agnhost/bin/bash"
 install -m 0755 "$BIN/e2e-agnhost" "$S/agnhost/agnhost"
 ln -s agnhost "$S/agnhost/agnhost-2"
 
@@ -252,7 +265,7 @@ install -D -m 0755 "$BIN/pause" "$S/pause/pause"
 D=$S/debian
 mkdir -p "$D"
 for pkg in "${DEBS[@]}"; do
-	[[ $pkg == busybox-static ]] || dpkg-deb -x "$(deb "$pkg")" "$D"
+	[[ $pkg == busybox-static || $pkg == bash-static ]] || dpkg-deb -x "$(deb "$pkg")" "$D"
 done
 rm -rf "$D/usr/share/doc" "$D/usr/share/man" "$D/usr/share/locale" "$D/usr/share/lintian"
 mkdir -p "$D"/{bin,tmp,root,proc,sys,dev,run,var/log/nginx,var/lib/nginx,var/www/html,usr/share/nginx/html}
@@ -458,14 +471,10 @@ E2E_PID=
 set -e
 E2E_SECS=$((SECONDS - T1))
 cp -f "$REPORT"/kubelet.log "$LOGS/" 2>/dev/null || true
-# summary.txt: the counts, then every spec with its state (junit report)
-{
-	grep -E '^(Ran |FAIL!|SUCCESS!)' "$LOGS/e2e.log" || echo "no ginkgo summary: see e2e.log"
-	echo "e2e_node.test ran ${E2E_SECS}s, exit status $E2E_RC"
-	sed -n 's/.*<testcase name="\([^"]*\)" classname="[^"]*" status="\([a-z]*\)".*/\2 \1/p' "$LOGS/junit.xml" 2>/dev/null |
-		sed 's/&#39;/'"'"'/g; s/&quot;/"/g; s/&amp;/\&/g; s/&lt;/</g; s/&gt;/>/g' | sort
-} >"$LOGS/summary.txt"
-head -3 "$LOGS/summary.txt" >&2
-grep -E '^(failed|panicked|timedout|interrupted) ' "$LOGS/summary.txt" >&2 || true
+# summary.txt: the counts of the selected specs, then every one that did not
+# pass with its reason, then those that passed (from the junit report)
+python3 "$REPO/integration/node-conformance/summary.py" "$LOGS/junit.xml" "$E2E_SECS" "$E2E_RC" >"$LOGS/summary.txt" ||
+	echo "no summary: see e2e.log" >"$LOGS/summary.txt"
+grep -vE '^(passed|    )' "$LOGS/summary.txt" | cut -c1-200 >&2 || true
 say "e2e_node.test exit status $E2E_RC after ${E2E_SECS}s; results in $OUT"
 exit $E2E_RC
