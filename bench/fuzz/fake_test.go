@@ -102,7 +102,7 @@ func (c *fakeContainer) Create(ctx context.Context, o runtime.CreateOpts) (super
 	return p, nil
 }
 
-func (c *fakeContainer) Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio) (supervisor.Process, error) {
+func (c *fakeContainer) Exec(ctx context.Context, pid string, spec specs.ProcessSpec, stdio runtime.Stdio, _ runtime.ExecOpts) (supervisor.Process, error) {
 	if err := runtime.ValidateID(pid); err != nil {
 		c.rec.violation("Exec got invalid pid %q", pid)
 	}
