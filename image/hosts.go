@@ -380,3 +380,40 @@ func dockerCerts(dir string) (tlsFiles, error) {
 	}
 	return t, nil
 }
+
+// checkHostsDir reads every hosts.toml of dir and the TLS files they name,
+// for the warnings of Open: a mistake there fails the pulls of its
+// namespace only, and is better told at start than at the first pull.
+func checkHostsDir(dir string) []error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // nothing configured yet; it is read at each pull
+	}
+	if err != nil {
+		return []error{hostsErr(dir, "%v", err)}
+	}
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		ns := e.Name()
+		if h, port, ok := strings.Cut(strings.TrimSuffix(ns, "_"), "_"); ok && strings.HasSuffix(ns, "_") {
+			ns = h + ":" + port
+		}
+		hosts, _, err := readHostsDir(filepath.Join(dir, e.Name()), ns)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, h := range hosts {
+			if h.scheme == "http" || h.tls.zero() {
+				continue
+			}
+			if _, _, err := loadTLS(h.tls); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", h.from, err))
+			}
+		}
+	}
+	return errs
+}

@@ -176,3 +176,35 @@ func TestHostsOf(t *testing.T) {
 		t.Errorf("broken hosts.toml: %v", err)
 	}
 }
+
+// TestCheckHostsDir: what Open warns of: each hosts.toml that does not
+// parse and each TLS file that cannot be read, by file; a dir that does
+// not exist yet is not a mistake.
+func TestCheckHostsDir(t *testing.T) {
+	dir := t.TempDir()
+	if errs := checkHostsDir(filepath.Join(dir, "absent")); errs != nil {
+		t.Fatalf("a hosts dir not made yet: %v", errs)
+	}
+	for ns, content := range map[string]string{
+		"good.example.com":  `[host."https://m.example.com"]`,
+		"typo.example.com":  `skip_verfy = true`,
+		"127.0.0.1_5000_":   `ca = "gone.pem"`,
+		"certs.example.com": "",
+	} {
+		os.MkdirAll(filepath.Join(dir, ns), 0o755)
+		if content != "" {
+			os.WriteFile(filepath.Join(dir, ns, "hosts.toml"), []byte(content), 0o644)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "stray-file"), nil, 0o644)
+	errs := checkHostsDir(dir)
+	var got []string
+	for _, err := range errs {
+		got = append(got, err.Error())
+	}
+	all := strings.Join(got, "\n")
+	if len(errs) != 2 || !strings.Contains(all, filepath.Join(dir, "typo.example.com", "hosts.toml")+": skip_verfy: unknown field") ||
+		!strings.Contains(all, "server 127.0.0.1:5000 ("+filepath.Join(dir, "127.0.0.1_5000_", "hosts.toml")+"): TLS file "+filepath.Join(dir, "127.0.0.1_5000_", "gone.pem")) {
+		t.Fatalf("warnings:\n%s\nwant the typo and the missing CA, by file", all)
+	}
+}

@@ -117,6 +117,11 @@ func Open(root string, opts Options) (*Store, error) {
 	for _, h := range opts.Insecure {
 		s.insec[h] = true
 	}
+	if s.hostsDir != "" {
+		for _, err := range checkHostsDir(s.hostsDir) {
+			s.log.WithError(err).Warn("image store: registry hosts: the pulls of this registry fail until it is fixed")
+		}
+	}
 	if err := s.mkdirs(); err != nil {
 		return nil, fmt.Errorf("image store %s: %w", root, err)
 	}
