@@ -74,6 +74,9 @@ func (s *Server) containerStats(c *container, o objects.Object, deadline time.Ti
 	out.WritableLayer = s.writableLayer(id, deadline)
 	if o.State != objects.Running {
 		s.stats.rates.forget(id)
+		if o.State == objects.Exited { // its cgroup is gone for good
+			s.stats.paths.forget(id)
+		}
 		return out, nil
 	}
 	smp, ok := s.readObject(id, filepath.Join(s.containerDir(id), "bundle"), containerCgroups)
@@ -99,6 +102,7 @@ func (s *Server) readObject(id, bundle string, want cgroups.Controller) (cgroupS
 	}
 	l := s.log.WithError(err).WithField("id", id)
 	if errors.Is(err, errCgroupGone) {
+		s.stats.paths.forget(id)
 		l.Info("stats: the cgroup is gone (the process exited?): reported without usage")
 	} else {
 		l.Warn("stats: cannot read the cgroup: reported without usage")
