@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	criserver "github.com/evjournal/containerd/cri/server"
 	"github.com/evjournal/containerd/image"
 	"github.com/evjournal/containerd/supervisor"
 	"github.com/evjournal/containerd/supervisor/journal"
@@ -62,6 +63,9 @@ type criConfig struct {
 	cdiSpecDirs []string
 	// registryHosts is the registry hosts dir (--registry-config-path).
 	registryHosts string
+	// handlers are the runtime handlers besides the default (as given:
+	// their runtimes are found at start).
+	handlers []criserver.RuntimeHandler
 }
 
 // flags are v0.2.9's (docs/api.md section 5: same names, shorts and
@@ -100,6 +104,7 @@ func flags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "registry-mirror", Usage: "HOST=ENDPOINT: pull images of registry HOST through ENDPOINT first (e.g. registry.k8s.io=http://127.0.0.1:5000; repeatable, tried in order)"},
 		&cli.StringSliceFlag{Name: "insecure-registry", Usage: "registry HOST reached over plain http (repeatable)"},
 		&cli.StringFlag{Name: "sandbox-pause", Usage: "the pause binary of pod sandboxes (default: pause next to this daemon's executable)"},
+		&cli.StringSliceFlag{Name: "cri-runtime-handler", Usage: runtimeHandlerUsage},
 		&cli.StringFlag{Name: "sandbox-image", Usage: "run pod sandboxes from this image (its entrypoint and cmd; pulled when missing, reported pinned) instead of the pause binary"},
 	}, append(imageFlags(), append(execSyncFlags(), cdiFlags()...)...)...)
 }

@@ -48,9 +48,14 @@ func newCRI(cfg config, sup *supervisor.Supervisor, log *logrus.Entry) (*criEndp
 	if err := network.Status(); err != nil {
 		log.WithError(err).Warn("cri: the pod network is not ready (NetworkReady false) until a CNI config appears")
 	}
+	handlers, err := resolveRuntimeHandlers(cc.handlers, executableDir())
+	if err != nil {
+		return nil, err
+	}
 	srv, err := criserver.New(criserver.Config{
 		Root: filepath.Join(cc.root, "cri"), DataRoot: cc.root, StateDir: filepath.Join(cfg.stateDir, ".cri"), Pause: cc.pauseBinary(),
 		SandboxImage: cc.sandboxImage, Network: network, Images: images, ExecOutputBudget: cc.execSyncBudget, Logger: log, CDI: newCDI(cc.cdiSpecDirs),
+		Runtime: cfg.runtime, RuntimeArgs: cfg.runtimeArgs, RuntimeHandlers: handlers,
 	}, sup)
 	if err != nil {
 		return nil, err

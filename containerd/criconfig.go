@@ -43,6 +43,9 @@ func criConfigFrom(c *cli.Context, stateDir string) (criConfig, error) {
 	if cc.cdiSpecDirs, err = cdiSpecDirsFrom(c); err != nil {
 		return cc, err
 	}
+	if cc.handlers, err = parseRuntimeHandlers(c.StringSlice("cri-runtime-handler")); err != nil {
+		return cc, err
+	}
 	if cc.pause != "" {
 		if cc.pause, err = absFlag("sandbox-pause", cc.pause); err != nil {
 			return cc, err

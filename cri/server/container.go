@@ -47,6 +47,10 @@ func (s *Server) CreateContainer(ctx context.Context, r *runtimeapi.CreateContai
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	handler, err := s.handlerOf(sb)
+	if err != nil {
+		return nil, toStatus(err)
+	}
 	id := newID()
 	name := containerName(sb.rec.ID, cfg.GetMetadata())
 	spec := supervisor.ObjectSpec{Kind: objects.Container, ID: id, SandboxID: sb.rec.ID, Name: name}
@@ -54,7 +58,7 @@ func (s *Server) CreateContainer(ctx context.Context, r *runtimeapi.CreateContai
 		return nil, toStatus(fmt.Errorf("container %q (attempt %d) in pod %s: %w", cfg.GetMetadata().GetName(), cfg.GetMetadata().GetAttempt(), sb.rec.ID, err))
 	}
 	crashpoint.At("create:after-reserve")
-	if err := s.makeContainer(ctx, id, r, sb, pod); err != nil {
+	if err := s.makeContainer(ctx, id, r, sb, pod, handler); err != nil {
 		return nil, toStatus(err)
 	}
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
@@ -72,7 +76,7 @@ func (s *Server) readyPod(ctx context.Context, sb *sandbox) (objects.Object, err
 	return o, nil
 }
 
-func (s *Server) makeContainer(ctx context.Context, id string, r *runtimeapi.CreateContainerRequest, sb *sandbox, pod objects.Object) (err error) {
+func (s *Server) makeContainer(ctx context.Context, id string, r *runtimeapi.CreateContainerRequest, sb *sandbox, pod objects.Object, handler RuntimeHandler) (err error) {
 	undo := &undoList{}
 	defer func() {
 		if err != nil {
@@ -88,7 +92,7 @@ func (s *Server) makeContainer(ctx context.Context, id string, r *runtimeapi.Cre
 	if err != nil {
 		return fmt.Errorf("container config: image %q: %w", cfg.GetImage().GetImage(), err)
 	}
-	c, err := s.createContainer(id, cfg, sbCfg, sb.rec, pod.Pid, img.ID, imageRef(img.RepoDigests, img.ID), img.Config, undo)
+	c, err := s.createContainer(id, cfg, sbCfg, sb.rec, pod.Pid, img.ID, imageRef(img.RepoDigests, img.ID), img.Config, handler, undo)
 	if err != nil {
 		return err
 	}
@@ -106,7 +110,7 @@ func (s *Server) makeContainer(ctx context.Context, id string, r *runtimeapi.Cre
 // createContainer makes the container's dir, rootfs, bundle and record;
 // each step's undo is registered in undo before it.
 func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbCfg *runtimeapi.PodSandboxConfig, sb sandboxRecord,
-	pausePid int, imageID, imageRef string, imgCfg ocispec.ImageConfig, undo *undoList) (*container, error) {
+	pausePid int, imageID, imageRef string, imgCfg ocispec.ImageConfig, handler RuntimeHandler, undo *undoList) (*container, error) {
 	raw, err := marshalProto(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("container config: %w", err)
@@ -149,6 +153,7 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument) // ocispec names the field
 	}
+	spec.Version = handler.specVersion()
 	if err := s.injectCDI(spec, cfg); err != nil {
 		return nil, err
 	}
@@ -178,14 +183,24 @@ func (s *Server) StartContainer(ctx context.Context, r *runtimeapi.StartContaine
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	// The pod's runtime: a container runs beside its pause, and its execs
+	// follow it (the runtime layer keeps each container's runtime).
+	sb, err := s.recs.sandbox(c.rec.SandboxID)
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("container %s: its pod: %v: %w", c.rec.ID, err, errdefs.ErrFailedPrecondition))
+	}
+	handler, err := s.handlerOf(sb)
+	if err != nil {
+		return nil, toStatus(err)
+	}
 	stdio, err := s.containerStdio(c)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	crashpoint.At("start:after-stdio")
-	_, err = s.sup.StartObject(ctx, supervisor.CreateRequest{
+	_, err = s.sup.StartObject(ctx, handler.request(supervisor.CreateRequest{
 		ID: c.rec.ID, Bundle: filepath.Join(s.containerDir(c.rec.ID), "bundle"), Stdio: stdio, Labels: containerLabels(c),
-	})
+	}))
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("container %s: start: %w", c.rec.ID, err))
 	}

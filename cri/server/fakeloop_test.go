@@ -35,6 +35,7 @@ type fakeLoop struct {
 	ignoreTERM map[string]bool                         // ids whose init lives through SIGTERM; guarded by mu
 	signals    map[string][]syscall.Signal             // sent, by id and pid; guarded by mu
 	lastPid    int                                     // guarded by mu
+	creates    map[string]supervisor.CreateRequest     // the last start's request, by id; guarded by mu
 
 	// work counts the starts and exits under way.
 	work sync.WaitGroup
@@ -54,7 +55,8 @@ type fakeProc struct {
 
 func newFakeLoop(f *faults, j *fakeJournal) *fakeLoop {
 	return &fakeLoop{f: f, j: j, table: objects.NewTable(), ctrs: map[string]*fakeCtr{},
-		watches: map[string][]chan supervisor.ExitStatus{}, ignoreTERM: map[string]bool{}, signals: map[string][]syscall.Signal{}}
+		watches: map[string][]chan supervisor.ExitStatus{}, ignoreTERM: map[string]bool{}, signals: map[string][]syscall.Signal{},
+		creates: map[string]supervisor.CreateRequest{}}
 }
 
 var _ Loop = (*fakeLoop)(nil)
@@ -125,6 +127,7 @@ func (l *fakeLoop) StartObject(ctx context.Context, r supervisor.CreateRequest) 
 	}
 	l.mu.Lock()
 	err := l.table.BeginStart(r.ID)
+	l.creates[r.ID] = r
 	l.mu.Unlock()
 	if err != nil {
 		return objects.Object{}, err
@@ -286,4 +289,11 @@ func (l *fakeLoop) get(id string) (objects.Object, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.table.Get(id)
+}
+
+// created is the request of id's last start.
+func (l *fakeLoop) created(id string) supervisor.CreateRequest {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.creates[id]
 }

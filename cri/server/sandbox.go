@@ -41,8 +41,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, r *runtimeapi.RunPodSandboxR
 	if err := validateSandboxConfig(cfg); err != nil {
 		return nil, toStatus(err)
 	}
-	if h := r.GetRuntimeHandler(); h != "" && h != "runc" {
-		return nil, toStatus(fmt.Errorf("runtime handler %q: only the default (\"\" or \"runc\") is served: %w", h, errdefs.ErrNotFound))
+	handler, err := s.podHandler(r.GetRuntimeHandler(), cfg)
+	if err != nil {
+		return nil, toStatus(err)
 	}
 	id := newID()
 	name := sandboxName(cfg.GetMetadata())
@@ -50,13 +51,13 @@ func (s *Server) RunPodSandbox(ctx context.Context, r *runtimeapi.RunPodSandboxR
 		return nil, toStatus(fmt.Errorf("sandbox %s: %w", name, err))
 	}
 	crashpoint.At("run-pod:after-reserve")
-	if err := s.runSandbox(ctx, id, cfg); err != nil {
+	if err := s.runSandbox(ctx, id, cfg, handler); err != nil {
 		return nil, toStatus(err)
 	}
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 }
 
-func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodSandboxConfig) (err error) {
+func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodSandboxConfig, handler RuntimeHandler) (err error) {
 	log := s.log.WithField("sandbox", id)
 	undo := &undoList{}
 	defer func() {
@@ -65,7 +66,7 @@ func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodS
 		}
 	}()
 	undo.add("release the pod's name", func(ctx context.Context) error { return s.forgetObject(ctx, id) })
-	p, err := s.prepareSandbox(ctx, id, cfg, undo)
+	p, err := s.prepareSandbox(ctx, id, cfg, handler, undo)
 	if err != nil {
 		return err
 	}
@@ -78,7 +79,7 @@ func (s *Server) runSandbox(ctx context.Context, id string, cfg *runtimeapi.PodS
 	// Visible from here on: the undo is the pod's removal.
 	*undo = undoList{}
 	undo.add("remove the pod", func(ctx context.Context) error { return s.removeSandbox(ctx, p.sb) })
-	if _, err := s.sup.StartObject(ctx, supervisor.CreateRequest{ID: id, Bundle: p.bundle, Labels: sandboxLabels(cfg)}); err != nil {
+	if _, err := s.sup.StartObject(ctx, handler.request(supervisor.CreateRequest{ID: id, Bundle: p.bundle, Labels: sandboxLabels(cfg)})); err != nil {
 		return fmt.Errorf("sandbox %s: start the pause process: %w", id, err)
 	}
 	crashpoint.At("run-pod:after-start")
@@ -248,13 +249,15 @@ type sandboxPlan struct {
 	// process (inside its user namespace) and plugged in once it runs.
 	lateNetwork bool
 	files       podFiles
+	// handler is the runtime handler the pod runs through.
+	handler RuntimeHandler
 }
 
 // prepareSandbox makes everything of a pod but its process: the record is
 // written first, naming every place the setup may make something, so that
 // a crash at any later step is undone at the next start (reconcile.go).
-func (s *Server) prepareSandbox(ctx context.Context, id string, cfg *runtimeapi.PodSandboxConfig, undo *undoList) (*sandboxPlan, error) {
-	p, err := s.planSandbox(id, cfg)
+func (s *Server) prepareSandbox(ctx context.Context, id string, cfg *runtimeapi.PodSandboxConfig, handler RuntimeHandler, undo *undoList) (*sandboxPlan, error) {
+	p, err := s.planSandbox(id, cfg, handler)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +288,7 @@ func (s *Server) prepareSandbox(ctx context.Context, id string, cfg *runtimeapi.
 }
 
 // planSandbox checks the request and decides the pod's paths and record.
-func (s *Server) planSandbox(id string, cfg *runtimeapi.PodSandboxConfig) (*sandboxPlan, error) {
+func (s *Server) planSandbox(id string, cfg *runtimeapi.PodSandboxConfig, handler RuntimeHandler) (*sandboxPlan, error) {
 	raw, err := marshalProto(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox config: %w", err)
@@ -304,8 +307,8 @@ func (s *Server) planSandbox(id string, cfg *runtimeapi.PodSandboxConfig) (*sand
 	}
 	dir := s.sandboxDir(id)
 	p := &sandboxPlan{dir: dir, bundle: filepath.Join(dir, "bundle"), rootfs: filepath.Join(dir, "bundle", "rootfs"),
-		pauseArgs: []string{pauseInRootfs}, userNS: userNS, lateNetwork: podNet && userNS != nil,
-		sb: &sandbox{cfg: cfg, rec: sandboxRecord{ID: id, Config: raw, CreatedAt: time.Now().UnixNano()}}}
+		pauseArgs: []string{pauseInRootfs}, userNS: userNS, lateNetwork: podNet && userNS != nil, handler: handler,
+		sb: &sandbox{cfg: cfg, rec: sandboxRecord{ID: id, Config: raw, CreatedAt: time.Now().UnixNano(), RuntimeHandler: handler.Name}}}
 	if podNet {
 		p.sb.rec.NetNS = s.netnsPath(id)
 	}
@@ -379,6 +382,7 @@ func (s *Server) sandboxBundle(p *sandboxPlan) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument) // ocispec names the field
 	}
+	spec.Version = p.handler.specVersion()
 	if s.cfg.SandboxImage == "" {
 		spec.Mounts = append(spec.Mounts, pauseMount(s.cfg.Pause))
 	} else if p.userNS != nil {

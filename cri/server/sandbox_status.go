@@ -43,7 +43,7 @@ func (s *Server) PodSandboxStatus(ctx context.Context, r *runtimeapi.PodSandboxS
 func sandboxStatus(sb *sandbox, o objects.Object) *runtimeapi.PodSandboxStatus {
 	st := &runtimeapi.PodSandboxStatus{
 		Id: sb.rec.ID, Metadata: sb.cfg.GetMetadata(), State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
-		CreatedAt: sb.rec.CreatedAt, Labels: sb.cfg.GetLabels(), Annotations: sb.cfg.GetAnnotations(),
+		CreatedAt: sb.rec.CreatedAt, Labels: sb.cfg.GetLabels(), Annotations: sb.cfg.GetAnnotations(), RuntimeHandler: sb.rec.RuntimeHandler,
 		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: sb.cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()}},
 	}
 	if o.State == objects.Running && !o.Removing {
@@ -76,7 +76,7 @@ func (s *Server) ListPodSandbox(ctx context.Context, r *runtimeapi.ListPodSandbo
 			continue
 		}
 		out = append(out, &runtimeapi.PodSandbox{Id: st.Id, Metadata: st.Metadata, State: st.State, CreatedAt: st.CreatedAt,
-			Labels: st.Labels, Annotations: st.Annotations})
+			Labels: st.Labels, Annotations: st.Annotations, RuntimeHandler: st.RuntimeHandler})
 	}
 	slices.SortFunc(out, func(a, b *runtimeapi.PodSandbox) int { return cmp.Compare(a.CreatedAt, b.CreatedAt) })
 	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil

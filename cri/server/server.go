@@ -7,6 +7,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/evjournal/containerd/api"
 	"github.com/evjournal/containerd/cri/streaming"
+	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
@@ -57,7 +59,15 @@ type Config struct {
 	// ExecOutputBudget bounds the ExecSync output the service holds at
 	// once, all calls together (0: DefaultExecOutputBudget).
 	ExecOutputBudget int64
-	Logger           *logrus.Entry
+	// Runtime and RuntimeArgs are the default runtime handler's (""): the
+	// daemon's --runtime and --runtime-args, which the supervisor runs
+	// when a request names no runtime; here for its features.
+	Runtime     string
+	RuntimeArgs []string
+	// RuntimeHandlers are the other handlers pods may name
+	// (--cri-runtime-handler), see handlers.go.
+	RuntimeHandlers []RuntimeHandler
+	Logger          *logrus.Entry
 }
 
 // Server implements runtimeapi.RuntimeServiceServer. Methods not provided
@@ -80,6 +90,8 @@ type Server struct {
 	stream *streaming.Server
 	// execBudget bounds the ExecSync output held at once.
 	execBudget *outputBudget
+	// handlers are the runtime handlers pods may name.
+	handlers *handlerSet
 }
 
 // New prepares the service; Start loads the records and reconciles them
@@ -104,7 +116,12 @@ func newServer(cfg Config, sup Loop, events EventSource, host podMounts) (*Serve
 			return nil, fmt.Errorf("cri: %w", err)
 		}
 	}
-	s := &Server{cfg: cfg, sup: sup, events: events, host: host, log: cfg.Logger, recs: newRecords(), execBudget: newOutputBudget(cfg.ExecOutputBudget)}
+	handlers, err := newHandlerSet(RuntimeHandler{Runtime: cmp.Or(cfg.Runtime, runtime.DefaultRuntime), Args: cfg.RuntimeArgs}, cfg.RuntimeHandlers, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, sup: sup, events: events, host: host, log: cfg.Logger, recs: newRecords(),
+		execBudget: newOutputBudget(cfg.ExecOutputBudget), handlers: handlers}
 	if err := s.openLayout(); err != nil {
 		return nil, err
 	}
@@ -158,16 +175,10 @@ func (s *Server) Status(ctx context.Context, r *runtimeapi.StatusRequest) (*runt
 	}
 	return &runtimeapi.StatusResponse{
 		Status:          &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{runtimeReady, netReady}},
-		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: "", Features: handlerFeatures}},
+		RuntimeHandlers: s.handlers.status(),
 		Features:        &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true},
 	}, nil
 }
-
-// handlerFeatures are what the one runtime handler (the default, "") can
-// do: runc since 1.1 makes a read-only bind mount recursive with "rro"
-// (mount_setattr, Linux 5.12), and pods may ask for a user namespace
-// (see cri/ocispec's userns.go).
-var handlerFeatures = &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true, UserNamespaces: true}
 
 // RuntimeConfig tells kubelet (and critest) the cgroup driver: cgroupfs,
 // the one runc is driven with here (a systemd *.slice parent is refused).

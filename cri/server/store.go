@@ -31,6 +31,10 @@ type sandboxRecord struct {
 	IPs   []string `json:"ips,omitempty"`
 	// Shm is the pod's /dev/shm tmpfs on the host; "" with host IPC.
 	Shm string `json:"shm,omitempty"`
+	// RuntimeHandler names the runtime the pod's pause, containers and
+	// execs run through ("": the default; records of daemons before
+	// handlers have none, and ran on the default).
+	RuntimeHandler string `json:"runtimeHandler,omitempty"`
 	// State is only ever read: the lifecycle that daemons before the
 	// objects kept here, imported once (legacy.go).
 	State string `json:"state,omitempty"`
