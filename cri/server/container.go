@@ -115,6 +115,10 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 	if err != nil {
 		return nil, fmt.Errorf("container config: %w", err)
 	}
+	stopSignal, err := stopSignalOf(cfg, imgCfg.StopSignal)
+	if err != nil {
+		return nil, err
+	}
 	dir := s.containerDir(id)
 	undo.add("remove the container's dir", func(context.Context) error { return os.RemoveAll(dir) })
 	if err := os.MkdirAll(filepath.Join(dir, "bundle"), 0o700); err != nil {
@@ -166,7 +170,7 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 		logPath = filepath.Join(sbCfg.GetLogDirectory(), cfg.GetLogPath())
 	}
 	rec := containerRecord{ID: id, SandboxID: sb.ID, Config: raw, ImageID: imageID, ImageRef: imageRef,
-		CreatedAt: time.Now().UnixNano(), LogPath: logPath, User: &spec.Process.User}
+		CreatedAt: time.Now().UnixNano(), LogPath: logPath, User: &spec.Process.User, StopSignal: stopSignal}
 	if err := writeRecord(dir, "container.json", &rec); err != nil {
 		return nil, err
 	}
@@ -240,7 +244,8 @@ func containerLabels(c *container) []string {
 		"io.kubernetes.container.name=" + c.cfg.GetMetadata().GetName()}
 }
 
-// StopContainer sends SIGTERM, waits up to the timeout, then SIGKILL.
+// StopContainer sends the container's stop signal (its config's, else its
+// image's, else SIGTERM), waits up to the timeout, then SIGKILL.
 // Stopping a container that does not run is not an error.
 func (s *Server) StopContainer(ctx context.Context, r *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
 	c, err := s.recs.container(r.GetContainerId())
@@ -279,7 +284,7 @@ func (s *Server) stopContainer(ctx context.Context, c *container, grace time.Dur
 	}
 	defer stop()
 	if grace > 0 {
-		if err := s.signal(ctx, id, syscall.SIGTERM); err != nil {
+		if err := s.signal(ctx, id, c.stopSignal()); err != nil {
 			return err
 		}
 		if _, err := awaitExit(ctx, exits, grace); err == nil {
@@ -381,7 +386,7 @@ func containerStatus(c *container, o objects.Object) *runtimeapi.ContainerStatus
 		Image: c.cfg.GetImage(), ImageRef: c.rec.ImageRef, ImageId: c.rec.ImageID,
 		Reason: o.Reason, Message: message,
 		Labels: c.cfg.GetLabels(), Annotations: c.cfg.GetAnnotations(), Mounts: c.cfg.GetMounts(), LogPath: c.rec.LogPath,
-		User: containerUser(c.rec.User),
+		User: containerUser(c.rec.User), StopSignal: toCRISignal(signalName(c.stopSignal())),
 	}
 }
 

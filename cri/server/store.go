@@ -50,6 +50,9 @@ type containerRecord struct {
 	LogPath   string          `json:"logPath,omitempty"`
 	// User is the identity the spec gives the process (ContainerStatus.user).
 	User *specs.User `json:"user,omitempty"`
+	// StopSignal is what StopContainer sends first ("SIGQUIT"): the
+	// config's stop_signal, else the image's, else SIGTERM.
+	StopSignal string `json:"stopSignal,omitempty"`
 	// Read only, from daemons before the objects (legacy.go).
 	legacyLifecycle
 }
