@@ -81,8 +81,13 @@ func TestCRIStats(t *testing.T) {
 
 	// Writes to the rootfs grow the writable layer.
 	before := ctrStats(t, e, writer).WritableLayer
-	if before == nil || before.FsId.GetMountpoint() == "" {
-		t.Fatalf("writable layer: %v", before)
+	fsInfo, err := e.img.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kubelet finds the writable layers' capacity by this mountpoint.
+	if before == nil || before.FsId.GetMountpoint() != fsInfo.ImageFilesystems[0].GetFsId().GetMountpoint() {
+		t.Fatalf("writable layer: %v, want it on the image filesystem %v", before, fsInfo.ImageFilesystems[0].GetFsId())
 	}
 	var steps []string
 	for i := range 20 {
