@@ -21,8 +21,8 @@ func writeResults(path string, b *bench, took time.Duration, load string, quickR
 	w("# Benchmark results\n\n")
 	w("Written by `make bench` (`go run ./bench/cmd/bench -out bench/RESULTS.md`); how each figure is\n")
 	w("measured and what limits it: `bench/README.md`. Every timing was taken in this run, interleaved\n")
-	w("with its floor (bare runc on the same bundle, or the raw file operation), so compare ratios, not\n")
-	w("absolute times: the machine is shared and small.\n\n")
+	w("with its floor (bare runc on the same bundle, or the raw file operation) or, for the CRI, with\n")
+	w("containerd 2.x's CRI plugin, so compare ratios, not absolute times: the machine is shared and small.\n\n")
 	if quickRun {
 		w("**Quick run (-quick): reduced sizes, figures not comparable with the targets.**\n\n")
 	}
