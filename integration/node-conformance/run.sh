@@ -244,6 +244,9 @@ for a in $("$B/bin/busybox" --list); do
 	[[ -e $B/bin/$a ]] || ln "$B/bin/busybox" "$B/bin/$a"
 done
 printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n' >"$B/etc/nsswitch.conf"
+# nmeter: not an applet of Debian's busybox; the lifecycle specs stamp
+# their lines with its %3t (integration/node-conformance/nmeter)
+CGO_ENABLED=0 $GO build -trimpath -o "$B/bin/nmeter" ./integration/node-conformance/nmeter
 
 # agnhost: its program as /agnhost, /agnhost-2 a link to it (entrypoint
 # specs), /uploads (netexec), bash
