@@ -447,6 +447,10 @@ func nsTypes(ns []specs.LinuxNamespace) string {
 }
 
 func TestSandbox(t *testing.T) {
+	// the refusals below include SELinux options, refused on a host with SELinux
+	oldSELinux := selinuxEnabled
+	t.Cleanup(func() { selinuxEnabled = oldSELinux })
+	selinuxEnabled = func() bool { return true }
 	p := SandboxParams{ID: "sb1", PauseArgs: []string{"/pause"}, RootfsPath: t.TempDir(), NetNSPath: "/run/netns/x"}
 	cfg := podConfig(false)
 	cfg.Linux.Sysctls = map[string]string{"net.ipv4.ip_forward": "1"}
@@ -630,6 +634,44 @@ func TestLSM(t *testing.T) {
 	appArmorEnabled = func() bool { return true }
 	if name, err := appArmorProfile(containerScope, nil, "localhost/p"); err != nil || name != "p" {
 		t.Errorf("legacy localhost: %q, %v", name, err)
+	}
+}
+
+// TestSELinuxOptions: on a host without SELinux a pod's and a container's
+// SELinux options are accepted and set no label (containerd's and CRI-O's
+// behaviour: kubelet passes on the `level: s0` that Kubernetes' volume specs
+// give every pod); on a host with SELinux they are refused, naming the field.
+func TestSELinuxOptions(t *testing.T) {
+	old := selinuxEnabled
+	t.Cleanup(func() { selinuxEnabled = old })
+	sandboxParams := SandboxParams{ID: "sb1", PauseArgs: []string{"/pause"}, RootfsPath: t.TempDir(), NetNSPath: "/run/netns/x"}
+	for _, opt := range []*runtime.SELinuxOption{{Level: "s0"}, {Type: "spc_t"}, {User: "system_u", Role: "system_r", Type: "container_t", Level: "s0:c1,c2"}} {
+		pod := podConfig(false)
+		pod.Linux.SecurityContext.SelinuxOptions = opt
+		ctr := baseContainer()
+		ctr.Linux.SecurityContext.SelinuxOptions = opt
+
+		selinuxEnabled = func() bool { return false }
+		s, err := Sandbox(pod, sandboxParams)
+		if err != nil {
+			t.Fatalf("sandbox with %v, no SELinux: %v", opt, err)
+		}
+		if s.Process.SelinuxLabel != "" || s.Linux.MountLabel != "" {
+			t.Errorf("sandbox with %v: labels %q %q, want none", opt, s.Process.SelinuxLabel, s.Linux.MountLabel)
+		}
+		c, err := Container(ctr, pod, ImageConfig{}, containerParams(t))
+		if err != nil {
+			t.Fatalf("container with %v, no SELinux: %v", opt, err)
+		}
+		if c.Process.SelinuxLabel != "" || c.Linux.MountLabel != "" {
+			t.Errorf("container with %v: labels %q %q, want none", opt, c.Process.SelinuxLabel, c.Linux.MountLabel)
+		}
+
+		selinuxEnabled = func() bool { return true }
+		_, err = Sandbox(pod, sandboxParams)
+		wantErr(t, err, "selinux_options: SELinux labels are not supported")
+		_, err = Container(ctr, podConfig(false), ImageConfig{}, containerParams(t))
+		wantErr(t, err, "selinux_options: SELinux labels are not supported")
 	}
 }
 
