@@ -29,6 +29,7 @@
 #   NODE_CONFORMANCE_ARGS   more e2e_node.test flags (split on spaces)
 #   NODE_CONFORMANCE_OUT    results dir (default bin/node-conformance-results)
 #   DRY_RUN=1               list the specs (ginkgo dry run), start nothing
+#   DAEMON_BIN_DIR          containerd, containerd-shim, runc, pause from there (default bin/)
 #   KEEP=1                  keep the work dir
 #   NODE_CONFORMANCE_NODES  parallel ginkgo processes (default 6)
 # Results: e2e.log (the suite's output), junit.xml, summary.txt (counts,
@@ -60,15 +61,18 @@ say() { printf '%s node-conformance: %s\n' "$(date +%T)" "$*" >&2; }
 die() { say "FATAL: $*"; exit 1; }
 
 [[ $(id -u) == 0 ]] || die "needs root"
+# the daemon's binaries: bin/ (make build), or DAEMON_BIN_DIR (a build of
+# another tree)
+DBIN=${DAEMON_BIN_DIR:-$BIN}
 for b in containerd containerd-shim runc pause; do
-	[[ -x $BIN/$b ]] || die "bin/$b missing: run make build"
+	[[ -x $DBIN/$b ]] || die "$DBIN/$b missing: run make build"
 done
 if [[ ! -x /usr/lib/cni/bridge || ! -x /usr/lib/cni/host-local || ! -x /usr/lib/cni/portmap || ! -x /usr/lib/cni/loopback ]] ||
 	! command -v iptables >/dev/null || ! command -v curl >/dev/null; then
 	say "installing containernetworking-plugins, iptables, curl"
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containernetworking-plugins iptables curl >/dev/null
 fi
-for c in dpkg-deb apt-get ip mount umount python3; do
+for c in dpkg-deb apt-get ip mount umount python3 ldd; do
 	command -v $c >/dev/null || die "$c missing"
 done
 
@@ -129,10 +133,10 @@ cleanup() {
 	stop_pid "$DAEMON_PID"
 	# shims outlive the daemon by design: stop the ones of this run, then
 	# any container runc still has
-	for pid in $(pids_of "$BIN/containerd-shim"); do kill -KILL "$pid"; done
+	for pid in $(pids_of "$DBIN/containerd-shim"); do kill -KILL "$pid"; done
 	for r in "$W/runc" "$W/runc-test-handler"; do
-		for p in $("$BIN/runc" --root "$r" list -q 2>/dev/null); do
-			"$BIN/runc" --root "$r" delete --force "$p" >/dev/null 2>&1
+		for p in $("$DBIN/runc" --root "$r" list -q 2>/dev/null); do
+			"$DBIN/runc" --root "$r" delete --force "$p" >/dev/null 2>&1
 		done
 	done
 	stop_pid "$REGISTRY_PID"
@@ -248,11 +252,26 @@ printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n' >"$B/etc
 # their lines with its %3t (integration/node-conformance/nmeter)
 CGO_ENABLED=0 $GO build -trimpath -o "$B/bin/nmeter" ./integration/node-conformance/nmeter
 
+# copy_bin SRC ROOT DEST: a host binary and every library ldd names, at the
+# same paths (this host is Debian 12, as the .debs)
+copy_bin() {
+	local src=$1 root=$2 dest=$3 lib
+	install -D -m 0755 "$src" "$root$dest"
+	for lib in $(ldd "$src" | awk '/=> \// {print $3} /^\t\/[^ ]*ld-linux/ {print $1}'); do
+		[[ -e $root$lib ]] || install -D -m 0755 "$(readlink -f "$lib")" "$root$lib"
+	done
+}
+
 # agnhost: its program as /agnhost, /agnhost-2 a link to it (entrypoint
-# specs), /uploads (netexec), bash
+# specs), /uploads (netexec), bash and curl (the original is Alpine with
+# both: the hook specs curl from exec hooks), porter's localhost.crt and
+# .key (netexec's TLS in the https hook specs), from the suite's module
 mkdir -p "$S/agnhost/uploads" "$S/agnhost/bin" "$W/deb-bash"
 dpkg-deb -x "$(deb bash-static)" "$W/deb-bash"
 install -m 0755 "$W/deb-bash/bin/bash-static" "$S/agnhost/bin/bash"
+copy_bin "$(command -v curl)" "$S/agnhost" /usr/bin/curl
+kdir=$(cd "$W" && GOFLAGS=-mod=mod $GO mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+install -m 0644 "$kdir/test/images/agnhost/porter/localhost.crt" "$kdir/test/images/agnhost/porter/localhost.key" "$S/agnhost/"
 install -m 0755 "$BIN/e2e-agnhost" "$S/agnhost/agnhost"
 ln -s agnhost "$S/agnhost/agnhost-2"
 
@@ -260,7 +279,7 @@ ln -s agnhost "$S/agnhost/agnhost-2"
 install -D -m 4755 "$BIN/e2e-nnp" "$S/nonewprivs/usr/local/bin/nnp"
 
 # pause
-install -D -m 0755 "$BIN/pause" "$S/pause/pause"
+install -D -m 0755 "$DBIN/pause" "$S/pause/pause"
 
 # The Debian root filesystem: the packages unpacked (dpkg-deb -x, no
 # maintainer scripts), sh and the rest of the applets from busybox-static
@@ -366,8 +385,8 @@ EOF
 # The RuntimeClass specs run pods with the handler "test-handler": runc
 # again, under a runc root of its own, when the daemon has handlers.
 handler_args=()
-if "$BIN/containerd" --help 2>&1 | grep -q -- '--cri-runtime-handler'; then
-	handler_args=(--cri-runtime-handler "test-handler=$BIN/runc,--root=$W/runc-test-handler")
+if "$DBIN/containerd" --help 2>&1 | grep -q -- '--cri-runtime-handler'; then
+	handler_args=(--cri-runtime-handler "test-handler=$DBIN/runc,--root=$W/runc-test-handler")
 else
 	say "this daemon has no --cri-runtime-handler: the RuntimeClass specs will fail"
 fi
@@ -390,9 +409,9 @@ for c in /sys/fs/cgroup/*/; do
 	procs+=("$c$CG/runtime/cgroup.procs")
 done
 say "starting the daemon (bridge $BRIDGE, $SUBNET, cgroup $CG/runtime, work dir $W)"
-"$BIN/containerd" --debug \
+"$DBIN/containerd" --debug \
 	--state-dir "$W/state" --journal-dir "$W/journal" --listen "unix://$W/api.sock" \
-	--runtime "$BIN/runc" --runtime-args "--root=$W/runc" --shim "$BIN/containerd-shim" \
+	--runtime "$DBIN/runc" --runtime-args "--root=$W/runc" --shim "$DBIN/containerd-shim" \
 	--cri-listen "$SOCK" --root "$W/root" \
 	--cni-bin-dir /usr/lib/cni --cni-conf-dir "$W/cni" \
 	--registry-mirror "registry.k8s.io=http://$REGISTRY" \
@@ -400,7 +419,7 @@ say "starting the daemon (bridge $BRIDGE, $SUBNET, cgroup $CG/runtime, work dir 
 	--registry-mirror "docker.io=http://$REGISTRY" \
 	--insecure-registry "$REGISTRY" \
 	"${handler_args[@]}" \
-	--sandbox-pause "$BIN/pause" >"$LOGS/daemon.log" 2>&1 &
+	--sandbox-pause "$DBIN/pause" >"$LOGS/daemon.log" 2>&1 &
 DAEMON_PID=$!
 echo "$DAEMON_PID" >"$W/containerd.pid"
 for i in $(seq 100); do
@@ -418,7 +437,7 @@ say "runtime: $("$W/bin/cri" -socket "$SOCK" version)"
 # and ports): the suite's own defaults (test/e2e_node/jenkins/
 # default-kubelet-config.yaml) plus what this host needs: cgroup v1
 # accepted (failCgroupV1: false), swap tolerated, no host-wide iptables
-# chains, pod logs in the work dir.
+# chains. Pod logs stay in /var/log/pods: the log path specs mount it.
 cat >"$W/kubelet-base.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -439,7 +458,6 @@ serializeImagePulls: false
 failCgroupV1: false
 failSwapOn: false
 makeIPTablesUtilChains: false
-podLogsDir: $W/podlogs
 EOF
 # kubelet flags, after the suite's (the later wins): the daemon's cgroup,
 # kubelet's own, and no --system-cgroups (the suite's /system: kubelet would
