@@ -94,7 +94,7 @@ SUFFIX=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 BRIDGE=nc$SUFFIX
 CG=/node-conformance-$SUFFIX # the daemon's and kubelet's cgroups, in every v1 hierarchy
 DAEMON_PID= REGISTRY_PID= E2E_PID=
-MADE_KUBELET_ROOT=0
+MADE_KUBELET_ROOT=0 ROOT_WAS_MOUNTED=0
 MADE_KUBEPODS=()
 
 stop_pid() { # stop_pid PID: stop a process this script started and reap it
@@ -147,6 +147,12 @@ cleanup() {
 		for p in $m; do umount -l "$p" 2>/dev/null; done
 		[[ -n $m ]] && say "unmounted what was left under $d: $(echo $m | wc -w) mounts"
 	done
+	# kubelet bind-mounts its root onto itself (to make it shared)
+	if [[ $ROOT_WAS_MOUNTED == 0 ]]; then
+		while awk -v d="$KUBELET_ROOT" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo; do
+			umount -l "$KUBELET_ROOT" 2>/dev/null || break
+		done
+	fi
 	# kubelet's root: all of it when this run made it, else all but the
 	# device-plugins dir any kubelet of the host shares
 	if [[ $MADE_KUBELET_ROOT == 1 ]]; then
@@ -209,6 +215,7 @@ if [[ -n $(ls -A "$KUBELET_ROOT/pods" 2>/dev/null) ]]; then
 	die "$KUBELET_ROOT/pods is not empty: another kubelet's? (the suite's kubelet root is fixed there)"
 fi
 [[ -e $KUBELET_ROOT ]] || MADE_KUBELET_ROOT=1
+awk -v d="$KUBELET_ROOT" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo && ROOT_WAS_MOUNTED=1
 mkdir -p "$KUBELET_ROOT"
 # kubelet makes /kubepods (cgroupRoot /: the specs look for the QoS
 # cgroups there); removed at the end when this run made it
@@ -479,10 +486,16 @@ NODES=${NODE_CONFORMANCE_NODES:-6}
 say "running e2e_node.test on $NODES ginkgo processes (focus '$FOCUS', skip '$SKIP'; output $OUT/e2e.log)"
 T1=$SECONDS
 set +e
-(cd "$W" && exec env PATH="$SUITE_PATH" "$BIN/ginkgo" run --nodes="$NODES" \
+# ginkgo runs a compiled suite in the suite's own directory, where the suite
+# writes its kubeconfig, kubelet config and static pod dir, and looks for
+# kubelet: a directory of the work dir with links to both.
+mkdir -p "$W/suite"
+ln -sf "$BIN/e2e_node.test" "$W/suite/e2e_node.test"
+ln -sf "$BIN/kubelet" "$W/suite/kubelet"
+(cd "$W/suite" && exec env PATH="$SUITE_PATH" "$BIN/ginkgo" run --nodes="$NODES" \
 	--focus="$FOCUS" --skip="$SKIP" --no-color --timeout=24h -v \
 	--output-dir="$LOGS" --junit-report=junit.xml \
-	"$BIN/e2e_node.test" -- "${e2e_args[@]}" \
+	"$W/suite/e2e_node.test" -- "${e2e_args[@]}" \
 	--kubelet-config-file="$W/kubelet-base.yaml" --kubelet-flags="$kubelet_flags" \
 	${NODE_CONFORMANCE_ARGS:-}) >"$LOGS/e2e.log" 2>&1 &
 E2E_PID=$!
