@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
-	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/specs"
 	"github.com/evjournal/containerd/supervisor"
 	"github.com/evjournal/containerd/supervisor/journal"
@@ -153,13 +152,6 @@ func (l *fakeLoop) State(ctx context.Context, id string) ([]supervisor.Container
 		return nil, supervisor.ErrContainerNotFound
 	}
 	return out, nil
-}
-
-func (l *fakeLoop) Stats(ctx context.Context, id string) (*runtime.Stats, error) {
-	if err := l.onProcess(ctx, "Stats", id, "init"); err != nil {
-		return nil, err
-	}
-	return &runtime.Stats{Timestamp: time.Now()}, nil
 }
 
 func (l *fakeLoop) Update(ctx context.Context, r supervisor.UpdateRequest) error {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/evjournal/containerd/image"
 	"github.com/evjournal/containerd/podnet"
-	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/supervisor"
 	"github.com/evjournal/containerd/supervisor/journal"
 	"github.com/evjournal/containerd/supervisor/objects"
@@ -40,13 +39,13 @@ type ObjectLifecycle interface {
 }
 
 // ProcessControl is the loop's control of the processes it runs for the
-// objects: their exits, signals, execs, state, stats, limits and logs.
+// objects: their exits, signals, execs, state, limits and logs. (Stats are
+// read from the cgroups directly: statsread.go.)
 type ProcessControl interface {
 	WatchExit(ctx context.Context, id, pid string) (exits <-chan supervisor.ExitStatus, stop func(), err error)
 	Signal(ctx context.Context, id, pid string, sig syscall.Signal) error
 	Exec(ctx context.Context, r supervisor.ExecRequest) (int, error)
 	State(ctx context.Context, id string) ([]supervisor.ContainerInfo, error)
-	Stats(ctx context.Context, id string) (*runtime.Stats, error)
 	Update(ctx context.Context, r supervisor.UpdateRequest) error
 	UpdateProcess(ctx context.Context, r supervisor.ProcessUpdate) error
 	ReopenLog(ctx context.Context, id, pid string) error
