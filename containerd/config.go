@@ -66,6 +66,9 @@ type criConfig struct {
 	// handlers are the runtime handlers besides the default (as given:
 	// their runtimes are found at start).
 	handlers []criserver.RuntimeHandler
+	// cniConfTemplate is the file UpdateRuntimeConfig makes the pods' CNI
+	// config from ("": none).
+	cniConfTemplate string
 }
 
 // flags are v0.2.9's (docs/api.md section 5: same names, shorts and
@@ -105,6 +108,8 @@ func flags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "insecure-registry", Usage: "registry HOST reached over plain http (repeatable)"},
 		&cli.StringFlag{Name: "sandbox-pause", Usage: "the pause binary of pod sandboxes (default: pause next to this daemon's executable)"},
 		&cli.StringSliceFlag{Name: "cri-runtime-handler", Usage: runtimeHandlerUsage},
+		&cli.StringFlag{Name: "cni-conf-template", Usage: "a Go text/template of the pods' CNI config: written to <cni-conf-dir>/" + criserver.CNIConfFile +
+			" when kubelet sends the node's pod CIDR (.PodCIDR, .PodCIDRRanges, .Routes) and no CNI config is loaded"},
 		&cli.StringFlag{Name: "sandbox-image", Usage: "run pod sandboxes from this image (its entrypoint and cmd; pulled when missing, reported pinned) instead of the pause binary"},
 	}, append(imageFlags(), append(execSyncFlags(), cdiFlags()...)...)...)
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"path"
 	"path/filepath"
+	"text/template"
 
 	"github.com/evjournal/containerd/cri/imagesvc"
 	criserver "github.com/evjournal/containerd/cri/server"
@@ -52,10 +53,17 @@ func newCRI(cfg config, sup *supervisor.Supervisor, log *logrus.Entry) (*criEndp
 	if err != nil {
 		return nil, err
 	}
+	var cniTemplate *template.Template
+	if cc.cniConfTemplate != "" {
+		if cniTemplate, err = criserver.ParseCNIConfTemplate(cc.cniConfTemplate); err != nil {
+			return nil, fmt.Errorf("--cni-conf-template: %w", err)
+		}
+	}
 	srv, err := criserver.New(criserver.Config{
 		Root: filepath.Join(cc.root, "cri"), DataRoot: cc.root, StateDir: filepath.Join(cfg.stateDir, ".cri"), Pause: cc.pauseBinary(),
 		SandboxImage: cc.sandboxImage, Network: network, Images: images, ExecOutputBudget: cc.execSyncBudget, Logger: log, CDI: newCDI(cc.cdiSpecDirs),
 		Runtime: cfg.runtime, RuntimeArgs: cfg.runtimeArgs, RuntimeHandlers: handlers,
+		CNIConfTemplate: cniTemplate, CNIConfDir: cc.cniConfDir,
 	}, sup)
 	if err != nil {
 		return nil, err

@@ -46,6 +46,11 @@ func criConfigFrom(c *cli.Context, stateDir string) (criConfig, error) {
 	if cc.handlers, err = parseRuntimeHandlers(c.StringSlice("cri-runtime-handler")); err != nil {
 		return cc, err
 	}
+	if cc.cniConfTemplate = c.String("cni-conf-template"); cc.cniConfTemplate != "" {
+		if cc.cniConfTemplate, err = absFlag("cni-conf-template", cc.cniConfTemplate); err != nil {
+			return cc, err
+		}
+	}
 	if cc.pause != "" {
 		if cc.pause, err = absFlag("sandbox-pause", cc.pause); err != nil {
 			return cc, err

@@ -59,3 +59,13 @@ func TestResolveRuntimeHandlers(t *testing.T) {
 		t.Fatalf("a missing runtime: %v", err)
 	}
 }
+
+// TestCNIConfTemplateFlag: --cni-conf-template is made absolute (the
+// daemon's working dir is not the user's).
+func TestCNIConfTemplateFlag(t *testing.T) {
+	wd, _ := os.Getwd()
+	cfg, err := parseFlags("--cni-conf-template", "rel/tmpl")
+	if err != nil || cfg.cri.cniConfTemplate != filepath.Join(wd, "rel/tmpl") {
+		t.Fatalf("--cni-conf-template rel/tmpl: %q %v", cfg.cri.cniConfTemplate, err)
+	}
+}

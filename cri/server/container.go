@@ -175,7 +175,7 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 		return nil, err
 	}
 	crashpoint.At("create:after-record")
-	return &container{rec: rec, cfg: cfg}, nil
+	return newContainer(rec, cfg, dir)
 }
 
 // StartContainer runs a created container as a container of the loop
@@ -387,6 +387,7 @@ func containerStatus(c *container, o objects.Object) *runtimeapi.ContainerStatus
 		Reason: o.Reason, Message: message,
 		Labels: c.cfg.GetLabels(), Annotations: c.cfg.GetAnnotations(), Mounts: c.cfg.GetMounts(), LogPath: c.rec.LogPath,
 		User: containerUser(c.rec.User), StopSignal: toCRISignal(signalName(c.stopSignal())),
+		Resources: &runtimeapi.ContainerResources{Linux: c.resources()},
 	}
 }
 

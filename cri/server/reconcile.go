@@ -61,7 +61,11 @@ func (s *Server) loadSandboxes() (map[string]error, error) {
 			bad[rec.ID] = err
 			continue
 		}
-		s.recs.addSandbox(&sandbox{rec: rec, cfg: cfg})
+		sb, err := newSandbox(rec, cfg, s.sandboxDir(rec.ID))
+		if err != nil {
+			s.log.WithError(err).WithField("sandbox", rec.ID).Warn("cri: the pod's recorded resources cannot be read; none reported")
+		}
+		s.recs.addSandbox(sb)
 	}
 	return bad, nil
 }
@@ -77,7 +81,11 @@ func (s *Server) loadContainers() (map[string]error, error) {
 			bad[rec.ID] = err
 			continue
 		}
-		s.recs.addContainer(&container{rec: rec, cfg: cfg})
+		c, err := newContainer(rec, cfg, s.containerDir(rec.ID))
+		if err != nil {
+			s.log.WithError(err).WithField("container", rec.ID).Warn("cri: the container's recorded resources cannot be read; its config's reported")
+		}
+		s.recs.addContainer(c)
 	}
 	return bad, nil
 }

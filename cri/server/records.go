@@ -13,16 +13,20 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// sandbox is one pod's record and decoded config: immutable once made.
+// sandbox is one pod's record and decoded config: immutable once made,
+// but for the resources kubelet last gave it, behind their own lock.
 type sandbox struct {
 	rec sandboxRecord
 	cfg *runtimeapi.PodSandboxConfig
+	res *liveResources[*podResources] // resources.go
 }
 
-// container is one CRI container's record and decoded config: immutable.
+// container is one CRI container's record and decoded config: immutable,
+// but for its current resources, behind their own lock.
 type container struct {
 	rec containerRecord
 	cfg *runtimeapi.ContainerConfig
+	res *liveResources[*runtimeapi.LinuxContainerResources] // resources.go
 }
 
 // records is the service's cache of the records on disk, by id. Its maps

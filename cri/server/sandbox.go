@@ -114,7 +114,7 @@ func (s *Server) joinLateNetwork(ctx context.Context, p *sandboxPlan, undo *undo
 	if err := writeRecord(p.dir, "sandbox.json", &p.sb.rec); err != nil {
 		return err
 	}
-	s.recs.addSandbox(&sandbox{rec: p.sb.rec, cfg: p.sb.cfg})
+	s.recs.addSandbox(&sandbox{rec: p.sb.rec, cfg: p.sb.cfg, res: p.sb.res})
 	return nil
 }
 
@@ -308,7 +308,8 @@ func (s *Server) planSandbox(id string, cfg *runtimeapi.PodSandboxConfig, handle
 	dir := s.sandboxDir(id)
 	p := &sandboxPlan{dir: dir, bundle: filepath.Join(dir, "bundle"), rootfs: filepath.Join(dir, "bundle", "rootfs"),
 		pauseArgs: []string{pauseInRootfs}, userNS: userNS, lateNetwork: podNet && userNS != nil, handler: handler,
-		sb: &sandbox{cfg: cfg, rec: sandboxRecord{ID: id, Config: raw, CreatedAt: time.Now().UnixNano(), RuntimeHandler: handler.Name}}}
+		sb: &sandbox{cfg: cfg, rec: sandboxRecord{ID: id, Config: raw, CreatedAt: time.Now().UnixNano(), RuntimeHandler: handler.Name},
+			res: &liveResources[*podResources]{}}}
 	if podNet {
 		p.sb.rec.NetNS = s.netnsPath(id)
 	}

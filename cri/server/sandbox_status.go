@@ -35,7 +35,24 @@ func (s *Server) PodSandboxStatus(ctx context.Context, r *runtimeapi.PodSandboxS
 	// to create an attempt that existed (AlreadyExists) and did not restart
 	// the container (kubelet-e2e with KUBELET_FEATURE_GATES=EventedPLEG=true).
 	slices.SortStableFunc(cs, func(a, b *runtimeapi.ContainerStatus) int { return cmp.Compare(b.CreatedAt, a.CreatedAt) })
-	return &runtimeapi.PodSandboxStatusResponse{Status: sandboxStatus(sb, objs[sb.rec.ID]), ContainersStatuses: cs, Timestamp: time.Now().UnixNano()}, nil
+	resp := &runtimeapi.PodSandboxStatusResponse{Status: sandboxStatus(sb, objs[sb.rec.ID]), ContainersStatuses: cs, Timestamp: time.Now().UnixNano()}
+	if r.GetVerbose() {
+		resp.Info = sandboxInfo(sb)
+	}
+	return resp, nil
+}
+
+// sandboxInfo is a verbose status's extra information: the resources
+// UpdatePodSandboxResources last gave the pod ("resources": the request's
+// overhead and resources as JSON), when it did.
+func sandboxInfo(sb *sandbox) map[string]string {
+	info := map[string]string{}
+	if res := sb.resources(); res != nil {
+		if data, err := marshalProto(res); err == nil {
+			info["resources"] = string(data)
+		}
+	}
+	return info
 }
 
 // sandboxStatus is the CRI status of a pod: READY while its pause process

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"text/template"
 
 	"github.com/evjournal/containerd/api"
 	"github.com/evjournal/containerd/cri/streaming"
@@ -67,6 +68,10 @@ type Config struct {
 	// RuntimeHandlers are the other handlers pods may name
 	// (--cri-runtime-handler), see handlers.go.
 	RuntimeHandlers []RuntimeHandler
+	// CNIConfTemplate, when set, makes the pods' CNI config in CNIConfDir
+	// once kubelet sends the pod CIDR (UpdateRuntimeConfig).
+	CNIConfTemplate *template.Template
+	CNIConfDir      string
 	Logger          *logrus.Entry
 }
 

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/evjournal/containerd/supervisor"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -79,48 +77,6 @@ func (s *Server) ListPodSandboxStats(ctx context.Context, r *runtimeapi.ListPodS
 	deadline := time.Now().Add(layerWait)
 	parallel(len(sbs), func(i int) { out.Stats[i] = s.podStats(sbs[i], objs, deadline) })
 	return out, nil
-}
-
-// UpdateContainerResources changes a running container's cgroup limits
-// (`runc update` through the supervisor).
-func (s *Server) UpdateContainerResources(ctx context.Context, r *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
-	lr := r.GetLinux()
-	if lr == nil {
-		if _, err := s.recs.container(r.GetContainerId()); err != nil {
-			return nil, toStatus(err)
-		}
-		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
-	}
-	id, err := s.runningContainer(ctx, r.GetContainerId())
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	if err := s.sup.Update(ctx, supervisor.UpdateRequest{ID: id, Resources: linuxResources(lr)}); err != nil {
-		return nil, toStatus(fmt.Errorf("container %s: update resources: %w", id, err))
-	}
-	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
-}
-
-func linuxResources(lr *runtimeapi.LinuxContainerResources) *specs.LinuxResources {
-	out := &specs.LinuxResources{CPU: &specs.LinuxCPU{Cpus: lr.GetCpusetCpus(), Mems: lr.GetCpusetMems()}}
-	if v := lr.GetCpuShares(); v > 0 {
-		shares := uint64(v)
-		out.CPU.Shares = &shares
-	}
-	if v := lr.GetCpuQuota(); v != 0 {
-		out.CPU.Quota = &v
-	}
-	if v := lr.GetCpuPeriod(); v > 0 {
-		period := uint64(v)
-		out.CPU.Period = &period
-	}
-	if v := lr.GetMemoryLimitInBytes(); v > 0 {
-		out.Memory = &specs.LinuxMemory{Limit: &v}
-		if sw := lr.GetMemorySwapLimitInBytes(); sw > 0 {
-			out.Memory.Swap = &sw
-		}
-	}
-	return out
 }
 
 // ReopenContainerLog makes the container's shim reopen its CRI log file
