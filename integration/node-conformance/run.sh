@@ -123,6 +123,12 @@ cleanup() {
 	trap - EXIT INT TERM
 	say "cleanup"
 	stop_pid "$E2E_PID"
+	# ginkgo's parallel processes (and process 1's services process) outlive
+	# a ginkgo that was killed: they are ours by the work dir on their
+	# command line; TERM lets them stop the services and kubelet first
+	for pid in $(pids_of "$BIN/e2e_node.test"); do kill -TERM "$pid"; done
+	for i in $(seq 50); do [[ -z $(pids_of "$BIN/e2e_node.test") ]] && break; sleep 0.2; done
+	for pid in $(pids_of "$BIN/e2e_node.test"); do kill -KILL "$pid"; done
 	# kubelet dies with the suite (Pdeathsig); one that did not is ours by
 	# its config in the work dir
 	for pid in $(pids_of "$BIN/kubelet"); do kill -KILL "$pid"; done
