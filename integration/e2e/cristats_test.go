@@ -227,12 +227,22 @@ func procCgroups(t *testing.T, pid int) []cgroupLine {
 
 // detachCgroups moves pid to the root cgroup of each of its hierarchies
 // and removes the cgroups it was in: the process runs on without them.
+// The unified hierarchy ("0::") is /sys/fs/cgroup/unified on a hybrid
+// host, /sys/fs/cgroup on a v2 one. Nothing is created: cgroup.procs is
+// opened as it is.
 func detachCgroups(t *testing.T, pid int) {
 	t.Helper()
 	for _, l := range procCgroups(t, pid) {
-		mount := "/sys/fs/cgroup"
-		if l.controllers != "" {
-			dirs, _ := filepath.Glob(filepath.Join(mount, "*"))
+		mount := ""
+		if l.controllers == "" {
+			for _, m := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+				if _, err := os.Stat(filepath.Join(m, "cgroup.controllers")); err == nil {
+					mount = m
+					break
+				}
+			}
+		} else {
+			dirs, _ := filepath.Glob("/sys/fs/cgroup/*")
 			for _, d := range dirs {
 				if fi, err := os.Lstat(d); err == nil && fi.IsDir() && strings.Contains(","+filepath.Base(d)+",", ","+strings.Split(l.controllers, ",")[0]+",") {
 					mount = d
@@ -240,15 +250,25 @@ func detachCgroups(t *testing.T, pid int) {
 				}
 			}
 		}
-		if err := os.WriteFile(filepath.Join(mount, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
-			t.Fatalf("move %d out of %s: %v", pid, l.controllers, err)
+		if mount == "" {
+			t.Fatalf("no mount of the hierarchy of %q", l.controllers)
+		}
+		f, err := os.OpenFile(filepath.Join(mount, "cgroup.procs"), os.O_WRONLY, 0)
+		if err == nil {
+			_, err = f.WriteString(strconv.Itoa(pid))
+			f.Close()
+		}
+		if err != nil {
+			t.Fatalf("move %d out of %s: %v", pid, l.path, err)
 		}
 		if err := os.Remove(filepath.Join(mount, l.path)); err != nil && !os.IsNotExist(err) {
-			t.Fatalf("remove cgroup %s of %s: %v", l.path, l.controllers, err)
+			t.Fatalf("remove cgroup %s of %q: %v", l.path, l.controllers, err)
 		}
 	}
-	if lines := procCgroups(t, pid); len(lines) > 0 && lines[0].path != "/" {
-		t.Fatalf("pid %d still in %v", pid, lines)
+	for _, l := range procCgroups(t, pid) {
+		if l.path != "/" {
+			t.Fatalf("pid %d still in %s of %q", pid, l.path, l.controllers)
+		}
 	}
 }
 
