@@ -383,7 +383,7 @@ func containerStatus(c *container, o objects.Object) *runtimeapi.ContainerStatus
 	return &runtimeapi.ContainerStatus{
 		Id: c.rec.ID, Metadata: c.cfg.GetMetadata(), State: st,
 		CreatedAt: c.rec.CreatedAt, StartedAt: o.StartedAt, FinishedAt: o.FinishedAt, ExitCode: o.ExitCode,
-		Image: c.cfg.GetImage(), ImageRef: c.rec.ImageRef, ImageId: c.rec.ImageID,
+		Image: statusImage(c.cfg.GetImage()), ImageRef: c.rec.ImageRef, ImageId: c.rec.ImageID,
 		Reason: o.Reason, Message: message,
 		Labels: c.cfg.GetLabels(), Annotations: c.cfg.GetAnnotations(), Mounts: c.cfg.GetMounts(), LogPath: c.rec.LogPath,
 		User: containerUser(c.rec.User), StopSignal: toCRISignal(signalName(c.stopSignal())),
