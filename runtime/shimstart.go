@@ -19,10 +19,11 @@ import (
 // error, when the shim was started) is what abortStart must kill.
 func (p *Process) runShim(ctx context.Context) (*shimProc, error) {
 	c := p.c
-	sp, report, err := assignShim(c.rec.Shim, shimArgs{ID: c.rec.ID, Bundle: c.runtimeBundle(), Runtime: c.rec.Runtime}, p.dir())
+	sp, report, pool, err := assignShim(c.rec.Shim, shimArgs{ID: c.rec.ID, Bundle: c.runtimeBundle(), Runtime: c.rec.Runtime}, p.dir())
 	if err != nil {
 		return nil, err
 	}
+	defer pool.refill()                          // once the report is read: see refill
 	crashpoint.At("loop-start:after-shim-spawn") // the shim runs runc on its own
 	defer report.Close()
 	rep, err := readStartReport(ctx, report, c.rec.StartTimeout)

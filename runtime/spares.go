@@ -16,8 +16,9 @@ import (
 // start pipe as fd 3 and one end of an assignment socket as fd 4. The
 // daemon keeps sparesWanted of them per shim binary, so that a process's
 // start (an exec probe above all) costs no fork and exec of the shim: the
-// shim's start, the Go runtime's included, is done before the request.
-// Taking one is sending it one message: its three arguments and the
+// shim's start, the Go runtime's included, is done before the request. A
+// taken spare is replaced once the start that took it has reported
+// (sparePool.refill). Taking one is sending it one message: its three arguments and the
 // process dir's fd, which becomes its working directory. From then on it
 // is the shim a `<shim> <id> <bundle> <runtime>` started in that dir would
 // be: its files, its exit FIFO, its restore after a daemon restart, the
@@ -108,7 +109,7 @@ func sparePoolFor(path string) *sparePool {
 	return p
 }
 
-// take returns an idle spare (nil if none) and starts the pool's refill.
+// take returns an idle spare, nil if none.
 func (p *sparePool) take() *spare {
 	p.mu.Lock()
 	var s *spare
@@ -117,16 +118,25 @@ func (p *sparePool) take() *spare {
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 	}
+	p.mu.Unlock()
+	if s != nil {
+		s.unwatch()
+	}
+	return s
+}
+
+// refill starts the spares the pool lacks. The daemon calls it once the
+// start of the process that took a spare is over (its report read): a
+// spare's start (a fork, an exec, the Go runtime's start) then does not
+// compete for the CPU with the `runc exec` it would only delay.
+func (p *sparePool) refill() {
+	p.mu.Lock()
 	need := sparesWanted - len(p.idle) - p.filling
 	p.filling += max(need, 0)
 	p.mu.Unlock()
 	for range need {
 		go p.fill()
 	}
-	if s != nil {
-		s.unwatch()
-	}
-	return s
 }
 
 // fill starts one spare for the pool. A failure is not reported here:
@@ -200,20 +210,21 @@ type shimArgs struct {
 }
 
 // assignShim gives the process in dir a shim: an idle spare of the shim
-// binary when there is one, else one started now. It returns the shim and
-// the read end of its start pipe (whose line readStartReport reads).
-func assignShim(shim string, a shimArgs, dir string) (*shimProc, *os.File, error) {
+// binary when there is one, else one started now. It returns the shim, the
+// read end of its start pipe (whose line readStartReport reads) and the
+// pool to refill once the report is read.
+func assignShim(shim string, a shimArgs, dir string) (*shimProc, *os.File, *sparePool, error) {
 	path, err := lookShim(shim)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	msg, err := json.Marshal(a)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	dirfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, &os.PathError{Op: "open", Path: dir, Err: err}
+		return nil, nil, nil, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
 	defer unix.Close(dirfd)
 	pool := sparePoolFor(path)
@@ -224,19 +235,22 @@ func assignShim(shim string, a shimArgs, dir string) (*shimProc, *os.File, error
 		s, fresh := pool.take(), false
 		if s == nil {
 			if s, err = startSpare(path); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			fresh = true
 		}
 		err := unix.Sendmsg(s.assign, msg, unix.UnixRights(dirfd), nil, unix.MSG_NOSIGNAL)
 		unix.Close(s.assign)
-		if err == nil {
-			return s.sp, s.report, nil
+		if err == nil || (fresh && (errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET))) {
+			// A shim started for this process that is gone already says
+			// why on its start pipe, or nothing: readStartReport gives
+			// its report, or ErrShimExited, as for any shim.
+			return s.sp, s.report, pool, nil
 		}
 		s.report.Close()
 		s.sp.kill()
 		if fresh {
-			return nil, nil, fmt.Errorf("assign shim %s: %w", path, err)
+			return nil, nil, nil, fmt.Errorf("assign shim %s: %w", path, err)
 		}
 	}
 }

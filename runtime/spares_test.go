@@ -44,7 +44,7 @@ func waitPool(t *testing.T, p *sparePool, what string, cond func([]int) bool) []
 // gone reports whether pid no longer exists (reaped: not even a zombie).
 func gone(pid int) bool { return syscall.Kill(pid, 0) == syscall.ESRCH }
 
-// TestSparePool: a take starts the pool's fill to sparesWanted spares,
+// TestSparePool: a refill fills the pool to sparesWanted spares,
 // each `<shim> --spare` in "/" and a child of ours; a taken spare is
 // replaced; an idle spare that dies is dropped from the pool and reaped
 // (no zombie); DropSpares ends the idle ones.
@@ -54,6 +54,7 @@ func TestSparePool(t *testing.T) {
 	if s := p.take(); s != nil {
 		t.Fatal("a new pool gave a spare")
 	}
+	p.refill()
 	pids := waitPool(t, p, "the fill", func(pids []int) bool { return len(pids) == sparesWanted })
 	for _, pid := range pids {
 		data, _ := readFileString("/proc/" + strconv.Itoa(pid) + "/cmdline")
@@ -69,6 +70,7 @@ func TestSparePool(t *testing.T) {
 		t.Fatal("no spare taken from a full pool")
 	}
 	s.discard()
+	p.refill()
 	waitPool(t, p, "the refill after a take", func(now []int) bool { return len(now) == sparesWanted })
 
 	victim := p.idlePids()[0]

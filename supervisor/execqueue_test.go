@@ -204,7 +204,9 @@ func TestBarrierWaitsForExecStart(t *testing.T) {
 		return rt.execsIn == 1
 	})
 	checkpoint := make(chan error, 1)
-	go func() { checkpoint <- h.s.CreateCheckpoint(context.Background(), "a", t.TempDir(), runtime.CheckpointOpts{}) }()
+	go func() {
+		checkpoint <- h.s.CreateCheckpoint(context.Background(), "a", t.TempDir(), runtime.CheckpointOpts{})
+	}()
 	var steps []string
 	var running bool
 	var execs int
