@@ -305,6 +305,9 @@ func (b *containerBuilder) mounts() error {
 		shm = "/dev/shm"
 	}
 	defaults = append(defaults, shmMount(shm, 0))
+	if userNS, _ := containerUserNS(b.sandbox, b.sc); userNS != nil && b.hostNet() {
+		defaults = hostSysfs(defaults)
+	}
 	b.spec.Mounts = mergeMounts(defaults, own)
 	b.spec.Linux.RootfsPropagation = rootProp
 	return nil

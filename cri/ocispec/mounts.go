@@ -48,6 +48,21 @@ func baseMounts(privileged bool) []specs.Mount {
 	}
 }
 
+// hostSysfs makes /sys a recursive read-only bind of the host's /sys, for
+// a pod with a user namespace of its own on the host's network: a sysfs
+// can be mounted only from a user namespace that owns the network
+// namespace it shows (the host's belongs to the initial one), so the
+// runtime's sysfs mount would fail with EPERM and the pod never start.
+// containerd binds the host's /sys so too.
+func hostSysfs(ms []specs.Mount) []specs.Mount {
+	for i, m := range ms {
+		if path.Clean(m.Destination) == "/sys" {
+			ms[i] = specs.Mount{Destination: "/sys", Type: "bind", Source: "/sys", Options: []string{"rbind", "rro", "nosuid", "nodev", "noexec"}}
+		}
+	}
+	return ms
+}
+
 // shmMount is /dev/shm: a bind of hostPath when given (the pod's shared
 // tmpfs, or the host's /dev/shm for host IPC), else a private tmpfs.
 func shmMount(hostPath string, size int64) specs.Mount {

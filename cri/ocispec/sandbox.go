@@ -104,7 +104,7 @@ func Sandbox(cfg *runtime.PodSandboxConfig, p SandboxParams) (*specs.Spec, error
 			ApparmorProfile: apparmor,
 		},
 		Root:        &specs.Root{Path: p.RootfsPath, Readonly: true},
-		Mounts:      sandboxMounts(p, hostIPC),
+		Mounts:      sandboxMounts(p, hostIPC, hostNet && userNS != nil),
 		Annotations: sandboxAnnotations(cfg, p.ID),
 		Linux: &specs.Linux{
 			Namespaces:    namespaces,
@@ -159,8 +159,11 @@ func sandboxNamespaces(ns *runtime.NamespaceOption, netnsPath string, ownUserNS 
 	return out, nil
 }
 
-func sandboxMounts(p SandboxParams, hostIPC bool) []specs.Mount {
+func sandboxMounts(p SandboxParams, hostIPC, hostSys bool) []specs.Mount {
 	ms := baseMounts(false)
+	if hostSys {
+		ms = hostSysfs(ms)
+	}
 	shm := p.ShmPath
 	if hostIPC {
 		shm = "/dev/shm"

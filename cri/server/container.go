@@ -255,7 +255,14 @@ func (s *Server) StopContainer(ctx context.Context, r *runtimeapi.StopContainerR
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if err := s.stopContainer(ctx, c, time.Duration(r.GetTimeout())*time.Second); err != nil {
+	// The stop runs to its end whatever the caller does: a stop cut short
+	// after its first signal would leave a container that ignores it
+	// running, which nobody asked for (containerd gives up with its
+	// caller). It is bounded: the timeout, then the wait for the kill.
+	grace := time.Duration(r.GetTimeout()) * time.Second
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace+stopWait+10*time.Second)
+	defer cancel()
+	if err := s.stopContainer(stopCtx, c, grace); err != nil {
 		return nil, toStatus(err)
 	}
 	return &runtimeapi.StopContainerResponse{}, nil

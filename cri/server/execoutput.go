@@ -5,6 +5,16 @@ import (
 	"sync"
 )
 
+// A command that leaves a child holding its stdout or stderr (`daemon &` in
+// a probe script): ExecSync answers with the command's exit code and the
+// output written until the shim stopped copying (its drain gives up once
+// the output has been idle 2 s after the exit), and succeeds. containerd
+// fails such a call after its own drain bound; a probe's answer is its
+// command's exit status, which a child it left does not change, so this
+// daemon does not fail it (docs/cri.md, Behaviour decisions;
+// TestCRIBehaviourDecisions). The exec path that carries this out is
+// exec.go's; whatever it becomes, it keeps that answer.
+
 // What ExecSync holds of its commands' output. A probe's output is small;
 // a command in a hostile container can write without end, and many run at
 // once. Each reply is bounded, and so is what all of them hold together.

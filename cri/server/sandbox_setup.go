@@ -113,11 +113,14 @@ func unmountShm(dir string) error {
 type podFiles struct{ hostname, resolvConf, hosts string }
 
 // writePodFiles writes the pod's /etc/hostname, /etc/resolv.conf (from the
-// config's DNS settings, else the host's) and /etc/hosts.
+// config's DNS settings, else the host's) and /etc/hosts. A pod on the
+// host's network has the host's name (it shares the host's UTS namespace):
+// its /etc/hostname says so whatever the config's hostname, which such a
+// pod cannot have (kubelet sends none; containerd's runc refuses the pod).
 func writePodFiles(dir string, cfg *runtimeapi.PodSandboxConfig, ips []string) (podFiles, error) {
 	f := podFiles{hostname: filepath.Join(dir, "hostname"), resolvConf: filepath.Join(dir, "resolv.conf"), hosts: filepath.Join(dir, "hosts")}
 	hostname := cfg.GetHostname()
-	if hostname == "" {
+	if hostname == "" || cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE {
 		hostname, _ = os.Hostname()
 	}
 	hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"

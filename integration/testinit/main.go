@@ -139,6 +139,8 @@ func run(step []string) error {
 		return alloc(args)
 	case "fork":
 		return fork(args)
+	case "fork-inherit":
+		return forkInherit()
 	case "ignore":
 		return handle(args, func(s os.Signal) { signal.Ignore(s) })
 	case "trap":
@@ -432,6 +434,18 @@ func fork(args []string) error {
 		fmt.Printf("child %d\n", cmd.Process.Pid)
 	}
 	return nil
+}
+
+// forkInherit starts a child that sleeps holding this process's stdout
+// and stderr (a shell's "cmd &"), and prints its pid.
+func forkInherit() error {
+	cmd := exec.Command("/proc/self/exe", "child-sleep")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	_, err := fmt.Printf("child %d\n", cmd.Process.Pid)
+	return err
 }
 
 func handle(names []string, fn func(os.Signal)) error {
