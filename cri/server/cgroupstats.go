@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -249,11 +250,16 @@ func readV2(dir string, want cgroups.Controller, out *cgroupSample) error {
 		}); err != nil {
 			return err
 		}
+		st.CpuStats.PSI = readPSI(dir, "cpu.pressure")
 	}
 	if want&cgroups.Memory != 0 {
 		if err := readV2Memory(dir, want, out); err != nil {
 			return err
 		}
+		st.MemoryStats.PSI = readPSI(dir, "memory.pressure")
+	}
+	if want&cgroups.IO != 0 {
+		st.BlkioStats.PSI = readPSI(dir, "io.pressure")
 	}
 	if want&cgroups.Pids != 0 {
 		v, err := fscommon.GetCgroupParamUint(dir, "pids.current")
@@ -288,6 +294,50 @@ func readV2Memory(dir string, want cgroups.Controller, out *cgroupSample) error 
 		out.OOMKills, _ = fs2.OOMKillCount(dir)
 	}
 	return nil
+}
+
+// readPSI reads a v2 pressure file ("some avg10=0.00 avg60=0.00
+// avg300=0.00 total=0", then "full ..."); nil when the kernel gives none
+// (no file, or PSI disabled: EOPNOTSUPP) or it cannot be parsed.
+func readPSI(dir, file string) *cgroups.PSIStats {
+	data, err := cgroups.ReadFile(dir, file)
+	if err != nil {
+		return nil
+	}
+	out := &cgroups.PSIStats{}
+	for line := range strings.Lines(data) {
+		f := strings.Fields(line)
+		if len(f) != 5 {
+			return nil
+		}
+		var d *cgroups.PSIData
+		switch f[0] {
+		case "some":
+			d = &out.Some
+		case "full":
+			d = &out.Full
+		default:
+			return nil
+		}
+		for _, kv := range f[1:] {
+			k, v, _ := strings.Cut(kv, "=")
+			var err error
+			switch k {
+			case "avg10":
+				d.Avg10, err = strconv.ParseFloat(v, 64)
+			case "avg60":
+				d.Avg60, err = strconv.ParseFloat(v, 64)
+			case "avg300":
+				d.Avg300, err = strconv.ParseFloat(v, 64)
+			case "total":
+				d.Total, err = strconv.ParseUint(v, 10, 64)
+			}
+			if err != nil {
+				return nil
+			}
+		}
+	}
+	return out
 }
 
 // readKeys reads a cgroup file of "key value" lines.

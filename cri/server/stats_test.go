@@ -180,8 +180,14 @@ func TestContainerStatsValues(t *testing.T) {
 	st.MemoryStats.Usage = cgroups.MemoryData{Usage: 50 << 20, Limit: ^uint64(0)}
 	st.MemoryStats.SwapOnlyUsage = cgroups.MemoryData{Usage: 1 << 20, Limit: ^uint64(0)}
 	st.MemoryStats.Stats = map[string]uint64{"inactive_file": 20 << 20, "anon": 25 << 20, "pgfault": 9, "total_rss": 999}
+	st.CpuStats.PSI = &cgroups.PSIStats{Some: cgroups.PSIData{Avg10: 2.5, Total: 40}}
+	st.BlkioStats.PSI = &cgroups.PSIStats{Full: cgroups.PSIData{Total: 3}}
 	cg.set("/"+id, cgroupSample{Stats: st, V2: true})
 	s = stats()
+	// Pressure: totals in ns (the kernel's µs); none for memory here.
+	if s.Cpu.Psi.GetSome().GetAvg10() != 2.5 || s.Cpu.Psi.GetSome().GetTotal() != 40000 || s.Memory.Psi != nil || s.Io.GetPsi().GetFull().GetTotal() != 3000 {
+		t.Errorf("v2 pressure: cpu %v memory %v io %v", s.Cpu.Psi, s.Memory.Psi, s.Io)
+	}
 	if m := s.Memory; m.WorkingSetBytes.GetValue() != 30<<20 || m.RssBytes.GetValue() != 25<<20 || m.PageFaults.GetValue() != 9 || m.AvailableBytes != nil {
 		t.Errorf("v2 memory: %v", m)
 	}
@@ -534,10 +540,19 @@ func TestReadCgroupFiles(t *testing.T) {
 	v2 := write(filepath.Join(root, "unified"), map[string]string{
 		"cpu.stat":    "usage_usec 5\nuser_usec 3\nsystem_usec 2\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\n",
 		"memory.stat": "file 10\ninactive_file 20\nanon 30\n", "memory.current": "100\n", "memory.max": "max\n",
-		"memory.swap.current": "4\n", "memory.swap.max": "max\n", "memory.events": "low 0\nhigh 0\nmax 0\noom 1\noom_kill 1\n", "pids.current": "2\n"})
+		"memory.swap.current": "4\n", "memory.swap.max": "max\n", "memory.events": "low 0\nhigh 0\nmax 0\noom 1\noom_kill 1\n", "pids.current": "2\n",
+		"cpu.pressure":    "some avg10=1.50 avg60=0.25 avg300=0.00 total=700\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=9\n",
+		"memory.pressure": "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+		"io.pressure":     "garbage\n"})
 	smp = cgroupSample{Stats: cgroups.NewStats(), V2: true}
 	if err := readV2(v2, containerCgroups|forMetrics, &smp); err != nil {
 		t.Fatal(err)
+	}
+	if p := smp.CpuStats.PSI; p == nil || p.Some.Avg10 != 1.5 || p.Some.Avg60 != 0.25 || p.Some.Total != 700 || p.Full.Total != 9 {
+		t.Errorf("v2 cpu pressure: %+v", p)
+	}
+	if smp.MemoryStats.PSI == nil || smp.BlkioStats.PSI != nil {
+		t.Errorf("v2 pressure: memory %+v, io (unparsable) %+v", smp.MemoryStats.PSI, smp.BlkioStats.PSI)
 	}
 	if smp.CpuStats.CpuUsage.TotalUsage != 5000 || workingSet(smp) != 80 || memStat(smp, "total_rss", "anon") != 30 ||
 		!unlimited(smp.MemoryStats.Usage.Limit) || smp.PidsStats.Current != 2 || smp.OOMKills != 1 {
@@ -549,7 +564,7 @@ func TestReadCgroupFiles(t *testing.T) {
 	// A v2 cgroup without the memory and pids controllers enabled.
 	bare := write(filepath.Join(root, "bare"), map[string]string{"cpu.stat": "usage_usec 1\n"})
 	smp = cgroupSample{Stats: cgroups.NewStats(), V2: true}
-	if err := readV2(bare, containerCgroups, &smp); err != nil || smp.CpuStats.CpuUsage.TotalUsage != 1000 {
+	if err := readV2(bare, containerCgroups, &smp); err != nil || smp.CpuStats.CpuUsage.TotalUsage != 1000 || smp.CpuStats.PSI != nil {
 		t.Errorf("v2 without memory and pids: %v %+v", err, smp.Stats)
 	}
 }

@@ -58,8 +58,12 @@ func parallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// containerCgroups are the controllers a container's stats read.
-const containerCgroups = cgroups.CPU | cgroups.Memory | cgroups.Pids
+// containerCgroups are the controllers a container's stats read (IO: its
+// pressure, on v2 only).
+const containerCgroups = cgroups.CPU | cgroups.Memory | cgroups.Pids | cgroups.IO
+
+// podCgroups are those of a pod's own cgroup.
+const podCgroups = cgroups.CPU | cgroups.Memory | cgroups.IO
 
 // containerStats is one container's stats: its attributes and writable
 // layer always; CPU, memory and swap from its cgroup while it runs (o is
@@ -86,6 +90,7 @@ func (s *Server) containerStats(c *container, o objects.Object, deadline time.Ti
 	out.Cpu = s.cpuUsage(id, smp)
 	out.Memory = memoryUsage(smp)
 	out.Swap = swapUsage(smp)
+	out.Io = ioUsage(smp)
 	return out, &smp
 }
 
@@ -139,8 +144,8 @@ func (s *Server) podStats(sb *sandbox, objs map[string]objects.Object, deadline 
 	}
 	now := time.Now()
 	if parent := sb.cfg.GetLinux().GetCgroupParent(); parent != "" {
-		if smp, err := s.stats.cg.read(path.Join("/", parent), cgroups.CPU|cgroups.Memory); err == nil {
-			linux.Cpu, linux.Memory = s.cpuUsage(id, smp), memoryUsage(smp)
+		if smp, err := s.stats.cg.read(path.Join("/", parent), podCgroups); err == nil {
+			linux.Cpu, linux.Memory, linux.Io = s.cpuUsage(id, smp), memoryUsage(smp), ioUsage(smp)
 		} else {
 			s.log.WithError(err).WithField("pod", id).Warn("stats: cannot read the pod's cgroup: reported without usage")
 		}
@@ -163,7 +168,8 @@ func (s *Server) podStats(sb *sandbox, objs map[string]objects.Object, deadline 
 // object's previous sample (none at the first).
 func (s *Server) cpuUsage(id string, smp cgroupSample) *runtimeapi.CpuUsage {
 	total := smp.CpuStats.CpuUsage.TotalUsage
-	out := &runtimeapi.CpuUsage{Timestamp: smp.At.UnixNano(), UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: total}}
+	out := &runtimeapi.CpuUsage{Timestamp: smp.At.UnixNano(), UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: total},
+		Psi: psiStats(smp.CpuStats.PSI)}
 	if n, ok := s.stats.rates.update(id, total, smp.At); ok {
 		out.UsageNanoCores = &runtimeapi.UInt64Value{Value: n}
 	}
@@ -222,7 +228,8 @@ func memoryUsage(smp cgroupSample) *runtimeapi.MemoryUsage {
 		WorkingSetBytes: &runtimeapi.UInt64Value{Value: ws}, UsageBytes: &runtimeapi.UInt64Value{Value: smp.MemoryStats.Usage.Usage},
 		RssBytes:        &runtimeapi.UInt64Value{Value: memStat(smp, "total_rss", "anon")},
 		PageFaults:      &runtimeapi.UInt64Value{Value: memStat(smp, "total_pgfault", "pgfault")},
-		MajorPageFaults: &runtimeapi.UInt64Value{Value: memStat(smp, "total_pgmajfault", "pgmajfault")}}
+		MajorPageFaults: &runtimeapi.UInt64Value{Value: memStat(smp, "total_pgmajfault", "pgmajfault")},
+		Psi:             psiStats(smp.MemoryStats.PSI)}
 	if limit := smp.MemoryStats.Usage.Limit; !unlimited(limit) {
 		avail := uint64(0)
 		if limit > ws {
@@ -231,6 +238,26 @@ func memoryUsage(smp cgroupSample) *runtimeapi.MemoryUsage {
 		out.AvailableBytes = &runtimeapi.UInt64Value{Value: avail}
 	}
 	return out
+}
+
+// psiStats is the CRI's form of a v2 pressure file (nil: none, as on
+// v1); totals in ns (the kernel's are µs).
+func psiStats(p *cgroups.PSIStats) *runtimeapi.PsiStats {
+	if p == nil {
+		return nil
+	}
+	d := func(x cgroups.PSIData) *runtimeapi.PsiData {
+		return &runtimeapi.PsiData{Total: x.Total * 1000, Avg10: x.Avg10, Avg60: x.Avg60, Avg300: x.Avg300}
+	}
+	return &runtimeapi.PsiStats{Some: d(p.Some), Full: d(p.Full)}
+}
+
+// ioUsage is the IO pressure of a v2 cgroup; nil without one.
+func ioUsage(smp cgroupSample) *runtimeapi.IoUsage {
+	if smp.BlkioStats.PSI == nil {
+		return nil
+	}
+	return &runtimeapi.IoUsage{Timestamp: smp.At.UnixNano(), Psi: psiStats(smp.BlkioStats.PSI)}
 }
 
 // swapBytes is the cgroup's swap use and its swap limit (0: none). v1
