@@ -100,8 +100,12 @@ func checkName(field, v string) error {
 
 // checkHostname accepts an RFC 1123 host name (dot-separated labels of
 // letters, digits and inner hyphens, each 1-63 bytes) of at most 64 bytes,
-// or none (the node's). It is written into the pod's /etc/hosts and
-// /etc/hostname: a newline there would add lines of the client's.
+// with or without the root's final dot, or none (the node's). It is written
+// into the pod's /etc/hosts and /etc/hostname: a newline there would add
+// lines of the client's. The final dot is kubelet's: a pod with
+// setHostnameAsFQDN gets "<name>.<subdomain>.<namespace>.svc.<cluster
+// domain>", and with kubelet's default (no clusterDomain) that ends in
+// "svc." (containerd passes it on; the kernel takes it).
 func checkHostname(h string) error {
 	const field = "sandbox config: hostname"
 	if h == "" {
@@ -110,7 +114,8 @@ func checkHostname(h string) error {
 	if len(h) > maxHostnameBytes {
 		return invalid(field, "%d bytes, more than the kernel's %d", len(h), maxHostnameBytes)
 	}
-	for _, label := range strings.Split(h, ".") {
+	name := strings.TrimSuffix(h, ".")
+	for _, label := range strings.Split(name, ".") {
 		if !rfc1123Label(label) {
 			return invalid(field, "%q is not an RFC 1123 host name (label %q)", h, label)
 		}

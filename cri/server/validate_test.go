@@ -26,6 +26,9 @@ func TestValidateSandboxConfig(t *testing.T) {
 	}{
 		{"kubelet's", func(*runtimeapi.PodSandboxConfig) {}, ""},
 		{"FQDN hostname", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "web-0.web.default.svc.cluster.local" }, ""},
+		{"FQDN hostname with the root's dot (kubelet's, no cluster domain)", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "web-0.web.default.svc." }, ""},
+		{"hostname of the root's dot alone", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "." }, "not an RFC 1123 host name"},
+		{"hostname with two final dots", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "a.." }, "not an RFC 1123 host name"},
 		{"no hostname", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "" }, ""},
 		{"hostname with a newline", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "a\n10.0.0.1 evil" }, "sandbox config: hostname: \"a\\n10.0.0.1 evil\" is not an RFC 1123 host name"},
 		{"hostname of 300 bytes", func(c *runtimeapi.PodSandboxConfig) { c.Hostname = strings.Repeat("a", 300) }, "sandbox config: hostname: 300 bytes, more than the kernel's 64"},
