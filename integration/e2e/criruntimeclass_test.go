@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,8 +96,9 @@ func processRuntime(t *testing.T, e *criEnv, id, pid string) string {
 // its features (read from `runc features`) and crun 1.8 without (it has no
 // features command); an unknown handler is NotFound; a pod of each handler
 // runs its pause and its containers in that runtime's root only (the other
-// runtime does not list them), ExecSync works in each (an exec through
-// runc of a crun container would find no container), and after a SIGKILL
+// runtime does not list them), ExecSync and an in-place resize work in each
+// (an exec or update through runc of a crun container would find no
+// container), and after a SIGKILL
 // of the daemon the crun pod's old container still execs and a new
 // container of it runs on crun. test-handler (node conformance's
 // RuntimeClass handler) is one more name for runc. Nothing is left in
@@ -191,6 +193,14 @@ func TestCRIRuntimeHandlers(t *testing.T) {
 		ex, err := execSync(t, e, ctrs[h], "echo hello-"+h)
 		if err != nil || ex.ExitCode != 0 || !strings.Contains(string(ex.Stdout), "hello-"+h) {
 			t.Errorf("ExecSync in the container on %q: %v %v", h, ex, err)
+		}
+		// An in-place resize goes through the container's runtime too.
+		limit := int64(96<<20 + 4096*len(h))
+		if _, err := e.rt.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: ctrs[h],
+			Linux: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: limit}}); err != nil {
+			t.Errorf("UpdateContainerResources of the container on %q: %v", h, err)
+		} else if got := readTrim(t, memoryCgroupFile(t, initPid(t, e.d, ctrs[h]), "memory.limit_in_bytes")); got != fmt.Sprint(limit) {
+			t.Errorf("the container on %q: memory limit %s after the update, want %d", h, got, limit)
 		}
 	}
 
