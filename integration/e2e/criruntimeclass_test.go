@@ -107,11 +107,17 @@ func TestCRIRuntimeHandlers(t *testing.T) {
 	t.Parallel()
 	crun := crunBinary(t)
 	crunRuntime := crunHandlerRuntime(t, crun)
+	// The CRI's runc: bin/runc also in make test's pass with the old runc
+	// (prepareCRIEnv), which cannot run today's specs.
+	runc := fixture.Runc(t)
+	if fixture.OldRuntime() {
+		runc = filepath.Join(fixture.RepoRoot(), "bin", "runc")
+	}
 	var crunRoot string
 	e := prepareCRIEnv(t, func(e *criEnv) []string {
 		crunRoot = filepath.Join(e.d.Dir, "crun")
 		return []string{"--cri-runtime-handler", "crun=" + crunRuntime + ",--root=" + crunRoot,
-			"--cri-runtime-handler", "test-handler=" + fixture.Runc(t) + ",--root=" + e.d.RuncRoot}
+			"--cri-runtime-handler", "test-handler=" + runc + ",--root=" + e.d.RuncRoot}
 	})
 	t.Cleanup(func() { // after the daemon's cleanup: what a failed test left in crun's root
 		for _, id := range runtimeList(t, crun, crunRoot) {
@@ -120,10 +126,6 @@ func TestCRIRuntimeHandlers(t *testing.T) {
 	})
 	e.start(t)
 	ctx := cctx(t)
-	runc := fixture.Runc(t)
-	if fixture.OldRuntime() {
-		runc = filepath.Join(fixture.RepoRoot(), "bin", "runc")
-	}
 
 	st, err := e.rt.Status(ctx, &runtimeapi.StatusRequest{})
 	if err != nil {
