@@ -183,3 +183,19 @@ func TestRuntimeHandlerNoUserNSOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOlderMinor: a runtime is given its own spec version only when it is
+// an older minor of the same major than the daemon's specs.
+func TestOlderMinor(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"1.0.0", "1.3.0", true}, {"1.0.2-dev", "1.3.0", true}, {"1.0.0-rc2-dev", "1.3.0", true},
+		{"1.3.0", "1.3.0", false}, {"1.4.0", "1.3.0", false}, {"2.0.0", "1.3.0", false}, {"0.6.0", "1.3.0", false}, {"", "1.3.0", false}, {"x", "1.3.0", false},
+	} {
+		if got := olderMinor(c.a, c.b); got != c.want {
+			t.Errorf("olderMinor(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
