@@ -235,8 +235,10 @@ done
 # of the Debian root filesystem), and the minimal root filesystem of the
 # nginx and glibc-dns-testing images: glibc, nginx and its libraries,
 # hostname (glibc's `hostname -f`); bash-static (agnhost's /bin/bash: the
-# original is Alpine with bash, and specs run `/bin/bash -c` in it).
-DEBS=(busybox-static bash-static base-files libc6 libgcc-s1 libcrypt1 libpcre2-8-0 libssl3 zlib1g nginx nginx-common hostname)
+# original is Alpine with bash, and specs run `/bin/bash -c` in it; and the
+# busybox image's sh, below); netcat-openbsd (agnhost's nc, as the
+# original's: the node-to-pod UDP spec waits for nc -u's answer).
+DEBS=(busybox-static bash-static netcat-openbsd base-files libc6 libgcc-s1 libcrypt1 libpcre2-8-0 libssl3 zlib1g nginx nginx-common hostname)
 mkdir -p "$CACHE"
 for pkg in "${DEBS[@]}"; do
 	if ! ls "$CACHE/${pkg}"_*.deb >/dev/null 2>&1; then
@@ -261,6 +263,15 @@ for a in $("$B/bin/busybox" --list); do
 	[[ -e $B/bin/$a ]] || ln "$B/bin/busybox" "$B/bin/$a"
 done
 printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n' >"$B/etc/nsswitch.conf"
+# sh is bash (Debian's bash-static), not the busybox applet: Debian's
+# busybox 1.35 ash drops environment variables whose names are not shell
+# names (data-1=...) from what its children get, and the ConfigMap and
+# Secret envFrom specs run `sh -c env` expecting them (the busybox 1.37 of
+# the original image keeps them, as bash does).
+mkdir -p "$W/deb-bash"
+dpkg-deb -x "$(deb bash-static)" "$W/deb-bash"
+install -m 0755 "$W/deb-bash/bin/bash-static" "$B/bin/bash"
+ln -sf bash "$B/bin/sh"
 # nmeter: not an applet of Debian's busybox; the lifecycle specs stamp
 # their lines with its %3t (integration/node-conformance/nmeter)
 CGO_ENABLED=0 $GO build -trimpath -o "$B/bin/nmeter" ./integration/node-conformance/nmeter
@@ -279,10 +290,11 @@ copy_bin() {
 # specs), /uploads (netexec), bash and curl (the original is Alpine with
 # both: the hook specs curl from exec hooks), porter's localhost.crt and
 # .key (netexec's TLS in the https hook specs), from the suite's module
-mkdir -p "$S/agnhost/uploads" "$S/agnhost/bin" "$W/deb-bash"
-dpkg-deb -x "$(deb bash-static)" "$W/deb-bash"
+mkdir -p "$S/agnhost/uploads" "$S/agnhost/bin" "$W/deb-nc"
 install -m 0755 "$W/deb-bash/bin/bash-static" "$S/agnhost/bin/bash"
 copy_bin "$(command -v curl)" "$S/agnhost" /usr/bin/curl
+dpkg-deb -x "$(deb netcat-openbsd)" "$W/deb-nc"
+copy_bin "$W/deb-nc/bin/nc.openbsd" "$S/agnhost" /usr/bin/nc
 kdir=$(cd "$W" && GOFLAGS=-mod=mod $GO mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 install -m 0644 "$kdir/test/images/agnhost/porter/localhost.crt" "$kdir/test/images/agnhost/porter/localhost.key" "$S/agnhost/"
 install -m 0755 "$BIN/e2e-agnhost" "$S/agnhost/agnhost"
@@ -300,7 +312,8 @@ install -D -m 0755 "$DBIN/pause" "$S/pause/pause"
 D=$S/debian
 mkdir -p "$D"
 for pkg in "${DEBS[@]}"; do
-	[[ $pkg == busybox-static || $pkg == bash-static ]] || dpkg-deb -x "$(deb "$pkg")" "$D"
+	case $pkg in busybox-static | bash-static | netcat-openbsd) continue ;; esac
+	dpkg-deb -x "$(deb "$pkg")" "$D"
 done
 rm -rf "$D/usr/share/doc" "$D/usr/share/man" "$D/usr/share/locale" "$D/usr/share/lintian"
 mkdir -p "$D"/{bin,tmp,root,proc,sys,dev,run,var/log/nginx,var/lib/nginx,var/www/html,usr/share/nginx/html}
