@@ -82,7 +82,7 @@ func TestExecStartsOfOneContainerRunTogether(t *testing.T) {
 	rt.mu.Lock()
 	rt.execGate = gate
 	rt.mu.Unlock()
-	const n = 5
+	const n = 4 // the exec lane's least size (execWorkers)
 	var results []<-chan error
 	for i := range n {
 		results = append(results, h.execAsync(ExecRequest{ID: "a", Pid: fmt.Sprintf("e%d", i)}))
@@ -109,7 +109,7 @@ func TestExecStartsOfOneContainerRunTogether(t *testing.T) {
 		got = append(got, describe(ev))
 	}
 	sort.Strings(got)
-	if want := "[start-process a e0 start-process a e1 start-process a e2 start-process a e3 start-process a e4]"; fmt.Sprint(got) != want {
+	if want := "[start-process a e0 start-process a e1 start-process a e2 start-process a e3]"; fmt.Sprint(got) != want {
 		t.Fatalf("events %v, want %s (in any order)", got, want)
 	}
 }

@@ -224,7 +224,7 @@ func New(cfg Config) (*Supervisor, error) {
 	s.m.watchMonitor(s.mon)
 	s.workers = newWorkerPool(cfg.Workers) // made here: restore, the loop and Stop all use it
 	s.exitLane = newExitLane()
-	s.execLane = newWorkerPool(execWorkers)
+	s.execLane = newWorkerPool(execWorkers())
 	s.readLane = newWorkerPool(readWorkers)
 	return s, nil
 }
