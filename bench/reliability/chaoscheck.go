@@ -200,7 +200,7 @@ func (c *chaosRun) checkShims() {
 		}
 		var orphans []harness.Proc
 		for _, sh := range c.s.env.Shims(c.d.StateDir) {
-			if len(sh.Args) < 2 || !listed[sh.Args[1]] {
+			if id := harness.ShimContainer(c.d.StateDir, sh); id == "" || !listed[id] {
 				orphans = append(orphans, sh)
 			}
 		}

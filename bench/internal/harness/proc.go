@@ -106,11 +106,35 @@ func Procs(keep func(Proc) bool) []Proc {
 }
 
 // Shims lists the live shim processes (bin/containerd-shim) whose working
-// directory lies under dir. Args[1] is the container id.
+// directory lies under dir (a state dir): ShimContainer names their
+// container. Idle spare shims (working directory "/") are not among them.
 func (e *Env) Shims(dir string) []Proc {
 	return Procs(func(p Proc) bool {
 		return p.State != "Z" && strings.HasPrefix(p.Exe, e.Bins.Shim) && strings.HasPrefix(p.Cwd, dir)
 	})
+}
+
+// ShimContainer is the id of the container whose process the shim p holds,
+// from its working directory: <stateDir>/<id>/<process>, or
+// <stateDir>/.retired/<id>.<incarnation>/<process> once the init exited.
+// Not from its command line: a shim started as a spare keeps
+// `containerd-shim --spare` (docs/shim-contract.md, "Spares").
+func ShimContainer(stateDir string, p Proc) string {
+	rel, err := filepath.Rel(stateDir, p.Cwd)
+	if err != nil {
+		return ""
+	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	if len(parts) >= 2 && parts[0] == ".retired" {
+		if i := strings.LastIndexByte(parts[1], '.'); i > 0 {
+			return parts[1][:i]
+		}
+		return parts[1]
+	}
+	if len(parts) == 0 || parts[0] == ".." {
+		return ""
+	}
+	return parts[0]
 }
 
 // ZombieChildren lists the zombie children of parent.
