@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,21 +34,23 @@ const sparesWanted = 2
 type spare struct {
 	sp     *shimProc
 	report *os.File // read end of its start pipe
-	assign int      // our end of its assignment socket
-	// watched is closed when watch has returned: it no longer reads report.
-	watched chan struct{}
+	assign *os.File // our end of its assignment socket (non-blocking: netpoll)
 }
 
 // watch waits, parked in the netpoller, for the idle spare's death: a
-// spare writes nothing on its start pipe before its assignment, so a read
-// that returns is its end (killed by hand, or by the OOM killer), and it is
-// dropped from the pool and reaped at once rather than left a zombie until
-// the next take. take ends the watch with a read deadline in the past.
+// spare sends nothing on its assignment socket, so the socket turns
+// readable only at its end (killed by hand, or by the OOM killer: end of
+// file), and it is dropped from the pool and reaped at once rather than
+// left a zombie until the next take. It only peeks, and returns as well
+// when the socket is closed (the spare was taken, or dropped): a take never
+// waits for the watch.
 func (p *sparePool) watch(s *spare) {
-	defer close(s.watched)
-	var b [1]byte
-	if _, err := s.report.Read(b[:]); errors.Is(err, os.ErrDeadlineExceeded) {
-		return // taken
+	if rc, err := s.assign.SyscallConn(); err == nil {
+		var b [1]byte
+		rc.Read(func(fd uintptr) bool {
+			_, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+			return err != unix.EAGAIN
+		})
 	}
 	if p.remove(s) {
 		s.discard()
@@ -69,20 +70,29 @@ func (p *sparePool) remove(s *spare) bool {
 	return false
 }
 
-// unwatch ends the watch of a spare taken from the pool, before its start
-// pipe is read for the report.
-func (s *spare) unwatch() {
-	s.report.SetReadDeadline(time.Unix(1, 0))
-	<-s.watched
-	s.report.SetReadDeadline(time.Time{})
-}
-
 // discard ends a spare that was never taken: it exits when its socket
 // closes; the late reaper reaps it.
 func (s *spare) discard() {
-	unix.Close(s.assign)
+	s.assign.Close()
 	s.report.Close()
 	lateReaper.add(s.sp.pidfd)
+}
+
+// send gives the spare its assignment and closes our end of its socket.
+func (s *spare) send(msg, oob []byte) error {
+	defer s.assign.Close()
+	rc, err := s.assign.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), msg, oob, nil, unix.MSG_NOSIGNAL)
+		return serr != unix.EAGAIN
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // sparePool holds the idle spares of one shim binary.
@@ -119,9 +129,6 @@ func (p *sparePool) take() *spare {
 		p.idle = p.idle[:n-1]
 	}
 	p.mu.Unlock()
-	if s != nil {
-		s.unwatch()
-	}
 	return s
 }
 
@@ -147,7 +154,6 @@ func (p *sparePool) fill() {
 	defer p.mu.Unlock()
 	p.filling--
 	if err == nil {
-		s.watched = make(chan struct{})
 		p.idle = append(p.idle, s)
 		go p.watch(s)
 	}
@@ -186,20 +192,23 @@ func startSpare(path string) (*spare, error) {
 		return nil, err
 	}
 	defer w.Close()
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	// Non-blocking: our end is polled by the netpoller (watch, send); the
+	// spare's is made blocking by StartProcess (and the spare sets it as
+	// it needs).
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		r.Close()
 		return nil, fmt.Errorf("shim assignment socket: %w", err)
 	}
-	theirs := os.NewFile(uintptr(pair[1]), "assign")
+	ours, theirs := os.NewFile(uintptr(pair[0]), "assign"), os.NewFile(uintptr(pair[1]), "assign")
 	defer theirs.Close()
 	sp, err := startProcess(path, []string{"--spare"}, "/", []*os.File{null, null, null, w, theirs})
 	if err != nil {
 		r.Close()
-		unix.Close(pair[0])
+		ours.Close()
 		return nil, err
 	}
-	return &spare{sp: sp, report: r, assign: pair[0]}, nil
+	return &spare{sp: sp, report: r, assign: ours}, nil
 }
 
 // shimArgs are what a shim is started with besides its process dir.
@@ -239,8 +248,7 @@ func assignShim(shim string, a shimArgs, dir string) (*shimProc, *os.File, *spar
 			}
 			fresh = true
 		}
-		err := unix.Sendmsg(s.assign, msg, unix.UnixRights(dirfd), nil, unix.MSG_NOSIGNAL)
-		unix.Close(s.assign)
+		err := s.send(msg, unix.UnixRights(dirfd))
 		if err == nil || (fresh && (errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET))) {
 			// A shim started for this process that is gone already says
 			// why on its start pipe, or nothing: readStartReport gives
