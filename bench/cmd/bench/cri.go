@@ -155,7 +155,7 @@ func (b *bench) startCRI() (*criRun, error) {
 		return nil, err
 	}
 	ours := &criSide{name: "ours", rt: r.ours.RT, img: r.ours.Img, podParent: r.ours.PodParent, logDir: r.ours.LogDir,
-		daemonPid: r.ours.Pid, shims: func() []harness.Proc { return env.Shims(r.ours.Dir) }}
+		daemonPid: r.ours.Pid, shims: func() []harness.Proc { return append(env.Shims(r.ours.Dir), env.Spares(r.ours.Pid())...) }}
 	peer := &criSide{name: "containerd", rt: r.peer.RT, img: r.peer.Img, podParent: r.peer.PodParent, logDir: r.peer.LogDir,
 		daemonPid: r.peer.Pid, shims: r.peer.Shims}
 	r.sides = [2]*criSide{ours, peer}

@@ -114,6 +114,16 @@ func (e *Env) Shims(dir string) []Proc {
 	})
 }
 
+// Spares lists the idle spare shims of the daemon daemonPid: children of
+// the daemon running the shim binary from "/", where a spare waits until
+// an assignment gives it a process dir (docs/shim-contract.md, "Spares").
+// A spare costs the node memory like any shim, so the figures count it.
+func (e *Env) Spares(daemonPid int) []Proc {
+	return Procs(func(p Proc) bool {
+		return p.State != "Z" && p.PPid == daemonPid && strings.HasPrefix(p.Exe, e.Bins.Shim) && p.Cwd == "/"
+	})
+}
+
 // ShimContainer is the id of the container whose process the shim p holds,
 // from its working directory: <stateDir>/<id>/<process>, or
 // <stateDir>/.retired/<id>.<incarnation>/<process> once the init exited.
