@@ -32,6 +32,8 @@
 #   DAEMON_BIN_DIR          containerd, containerd-shim, runc, pause from there (default bin/)
 #   KEEP=1                  keep the work dir
 #   NODE_CONFORMANCE_NODES  parallel ginkgo processes (default 6)
+#   NODE_CONFORMANCE_FEATURE_GATES  kubelet's and the suite's feature gates
+#                           (default PodAndContainerStatsFromCRI=true)
 # Results: e2e.log (the suite's output), junit.xml, summary.txt (counts,
 # then every spec with its state), kubelet.log, daemon.log, registry.log.
 set -euo pipefail
@@ -492,6 +494,14 @@ EOF
 # move every process of the host's root cgroup into it).
 kubelet_flags="--runtime-cgroups=$CG/runtime --kubelet-cgroups=$CG/kubelet --system-cgroups="
 
+# kubelet's (and the suite's) feature gates: PodAndContainerStatsFromCRI
+# (beta, off by default) makes kubelet take pod and container stats, and
+# the /metrics/cadvisor container metrics, from the CRI (ListPodSandboxStats,
+# ListPodSandboxMetrics): its cAdvisor knows only containerd's and CRI-O's
+# own APIs, so without it the stats of this runtime's containers lack their
+# pod and network (the Summary API and container metrics specs).
+FEATURE_GATES=${NODE_CONFORMANCE_FEATURE_GATES-PodAndContainerStatsFromCRI=true}
+
 # PATH without systemd-run: systemd is not PID 1 here, and the suite runs
 # kubelet through systemd-run whenever it finds one.
 for f in /usr/bin/* /usr/local/bin/*; do
@@ -518,6 +528,7 @@ ln -sf "$BIN/kubelet" "$W/suite/kubelet"
 	--output-dir="$LOGS" --junit-report=junit.xml \
 	"$W/suite/e2e_node.test" -- "${e2e_args[@]}" \
 	--kubelet-config-file="$W/kubelet-base.yaml" --kubelet-flags="$kubelet_flags" \
+	${FEATURE_GATES:+--feature-gates="$FEATURE_GATES"} \
 	${NODE_CONFORMANCE_ARGS:-}) >"$LOGS/e2e.log" 2>&1 &
 E2E_PID=$!
 wait "$E2E_PID"
