@@ -96,7 +96,7 @@ SUFFIX=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 BRIDGE=nc$SUFFIX
 CG=/node-conformance-$SUFFIX # the daemon's and kubelet's cgroups, in every v1 hierarchy
 DAEMON_PID= REGISTRY_PID= E2E_PID=
-MADE_KUBELET_ROOT=0 ROOT_WAS_MOUNTED=0
+MADE_KUBELET_ROOT=0 ROOT_WAS_MOUNTED=0 MADE_POD_LOGS=0
 MADE_KUBEPODS=()
 
 stop_pid() { # stop_pid PID: stop a process this script started and reap it
@@ -168,6 +168,8 @@ cleanup() {
 	elif [[ -d $KUBELET_ROOT ]]; then
 		find "$KUBELET_ROOT" -mindepth 1 -maxdepth 1 ! -name device-plugins -exec rm -rf {} +
 	fi
+	# the pods' logs (kubelet leaves those of pods it did not remove itself)
+	[[ $MADE_POD_LOGS == 1 ]] && rm -rf /var/log/pods /var/log/containers
 	ip link del "$BRIDGE" 2>/dev/null
 	for c in /sys/fs/cgroup/*/; do
 		[[ -d $c$CG ]] && find "$c$CG" -depth -type d -exec rmdir {} + 2>/dev/null
@@ -239,6 +241,8 @@ if [[ -n $(ls -A "$KUBELET_ROOT/pods" 2>/dev/null) ]]; then
 	die "$KUBELET_ROOT/pods is not empty: another kubelet's? (the suite's kubelet root is fixed there)"
 fi
 [[ -e $KUBELET_ROOT ]] || MADE_KUBELET_ROOT=1
+# kubelet's pod log dirs (its default, which the log path spec mounts)
+[[ -e /var/log/pods ]] || MADE_POD_LOGS=1
 awk -v d="$KUBELET_ROOT" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo && ROOT_WAS_MOUNTED=1
 mkdir -p "$KUBELET_ROOT"
 # kubelet makes /kubepods (cgroupRoot /: the specs look for the QoS
