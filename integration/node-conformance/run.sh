@@ -316,6 +316,10 @@ copy_bin() {
 # .key (netexec's TLS in the https hook specs), from the suite's module
 mkdir -p "$S/agnhost/uploads" "$S/agnhost/bin" "$W/deb-nc"
 install -m 0755 "$W/deb-bash/bin/bash-static" "$S/agnhost/bin/bash"
+# and bash as its sh: the original's sh (Alpine's busybox) finds programs
+# on PATH, where Debian's static busybox ash runs its own applets first,
+# and the node-to-pod UDP spec needs openbsd nc's -u, not busybox's nc
+install -m 0755 "$W/deb-bash/bin/bash-static" "$S/agnhost/bin/sh"
 copy_bin "$(command -v curl)" "$S/agnhost" /usr/bin/curl
 dpkg-deb -x "$(deb netcat-openbsd)" "$W/deb-nc"
 copy_bin "$W/deb-nc/bin/nc.openbsd" "$S/agnhost" /usr/bin/nc
