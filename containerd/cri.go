@@ -42,7 +42,7 @@ func newCRI(cfg config, sup *supervisor.Supervisor, log *logrus.Entry) (*criEndp
 	if err != nil {
 		return nil, fmt.Errorf("cri: image store: %w", err)
 	}
-	network, err := podnet.NewNetwork(podnet.Config{PluginDirs: cc.cniBinDirs, ConfDir: cc.cniConfDir, CacheDir: filepath.Join(cc.root, "cni")})
+	network, err := podnet.NewNetwork(podnet.Config{PluginDirs: cc.cniBinDirs, ConfDir: cc.cniConfDir, CacheDir: filepath.Join(cc.root, "cni"), Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("cri: network: %w", err)
 	}

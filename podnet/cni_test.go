@@ -424,3 +424,47 @@ func TestTeardownAfterAnADDCutShort(t *testing.T) {
 		t.Fatalf("notes left after the teardown: %v", notes)
 	}
 }
+
+// TestTeardownAfterAnADDCutBeforeMasquerade is a daemon killed inside the
+// bridge plugin's ADD after the pod's interface and IP lease, before its
+// masquerade chain. The plugin's DEL then fails on the chain it never made
+// (iptables-nft answers a missing jump target with exit status 2, which
+// the plugin does not take for "does not exist"), having released the
+// rest; the teardown must still end with nothing of the pod left.
+func TestTeardownAfterAnADDCutBeforeMasquerade(t *testing.T) {
+	tn := newTestNet(t, true)
+	opts := SetupOptions{Namespace: "default", Name: "cut-masq"}
+	p := tn.runPod(t, opts)
+	chains := podChains(iptablesSave(t), p.id)
+	if len(chains) != 1 {
+		t.Fatalf("want the masquerade chain only, have %v", chains)
+	}
+	// As the kill left it: no masquerade rule or chain, the note written,
+	// libcni's cache not.
+	for _, args := range [][]string{
+		{"-t", "nat", "-D", "POSTROUTING", "-s", p.ip().String(), "-j", chains[0], "-m", "comment", "--comment", fmt.Sprintf("name: %q id: %q", tn.name, p.id)},
+		{"-t", "nat", "-F", chains[0]},
+		{"-t", "nat", "-X", chains[0]},
+	} {
+		if out, err := exec.Command("iptables", append(args, "--wait")...).CombinedOutput(); err != nil {
+			t.Fatalf("iptables %v: %v: %s", args, err, out)
+		}
+	}
+	rt, err := opts.runtimeConf(p.id, p.ns.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.notePending(p.id, rt); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(tn.cacheDir, "results")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.Teardown(context.Background(), p.id, p.ns.Path()); err != nil {
+		t.Fatalf("teardown: %v", err)
+	}
+	tn.checkReleased(t, p, chains)
+	if notes, _ := os.ReadDir(filepath.Join(tn.cacheDir, "pending")); len(notes) != 0 {
+		t.Fatalf("notes left after the teardown: %v", notes)
+	}
+}

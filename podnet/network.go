@@ -12,6 +12,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/sirupsen/logrus"
 )
 
 // podInterface is the pod's interface name, as kubelet and containerd use.
@@ -19,9 +20,10 @@ const podInterface = "eth0"
 
 // Config says where the CNI plugins and network configs are.
 type Config struct {
-	PluginDirs []string // plugin binaries; default DefaultPluginDir
-	ConfDir    string   // network configs; default DefaultConfDir
-	CacheDir   string   // libcni's record of each ADD, read back on DEL; default /var/lib/cni
+	PluginDirs []string      // plugin binaries; default DefaultPluginDir
+	ConfDir    string        // network configs; default DefaultConfDir
+	CacheDir   string        // libcni's record of each ADD, read back on DEL; default /var/lib/cni
+	Logger     *logrus.Entry // for what a caller's error does not carry (a DEL run again); default logrus's standard logger
 }
 
 // Network plugs pods into the node's pod network through CNI. It keeps no
@@ -33,6 +35,7 @@ type Network struct {
 	cacheDir string // libcni's, and the args of ADDs under way (pending.go)
 	cni      *libcni.CNIConfig
 	lo       *libcni.NetworkConfigList
+	log      *logrus.Entry
 }
 
 // NewNetwork returns a Network; it does not require a config yet (see Status).
@@ -46,6 +49,9 @@ func NewNetwork(c Config) (*Network, error) {
 	if c.CacheDir == "" {
 		c.CacheDir = libcni.CacheDir
 	}
+	if c.Logger == nil {
+		c.Logger = logrus.NewEntry(logrus.StandardLogger())
+	}
 	lo, err := libcni.NetworkConfFromBytes([]byte(loopbackConfig))
 	if err != nil {
 		return nil, fmt.Errorf("loopback config: %w", err)
@@ -56,6 +62,7 @@ func NewNetwork(c Config) (*Network, error) {
 		cacheDir: c.CacheDir,
 		cni:      libcni.NewCNIConfigWithCacheDir(c.PluginDirs, c.CacheDir, exec),
 		lo:       lo,
+		log:      c.Logger,
 	}, nil
 }
 
@@ -230,10 +237,35 @@ func (n *Network) teardown(ctx context.Context, list *libcni.NetworkConfigList, 
 	} else if noted, err := n.pending(podID); err == nil && noted != nil {
 		rt.Args, rt.CapabilityArgs = noted.Args, noted.CapabilityArgs // an ADD cut short
 	}
-	if err := n.cni.DelNetworkList(ctx, list, rt); err != nil {
+	if err := n.delRetried(ctx, list, rt); err != nil {
 		return err
 	}
 	loRT := *rt
 	loRT.IfName = "lo"
 	return n.cni.DelNetworkList(ctx, n.lo, &loRT)
+}
+
+// delAttempts bounds the DELs of one teardown. CNI wants DEL idempotent,
+// and plugins release what they hold one after another, so a DEL that
+// failed halfway has less left to do the next time. The bridge plugin
+// needs it: after an ADD cut short before its masquerade chain, its DEL
+// unplugs the pod and frees the IP, then fails removing a jump to the
+// chain never made (iptables-nft says so with an exit status the plugin
+// does not take for "does not exist"); the next DEL finds no interface,
+// hence no address to unmasquerade, and succeeds.
+const delAttempts = 3
+
+// delRetried runs the DEL of list until it succeeds, delAttempts times at
+// most; the error is the last attempt's.
+func (n *Network) delRetried(ctx context.Context, list *libcni.NetworkConfigList, rt *libcni.RuntimeConf) error {
+	var err error
+	for attempt := 1; attempt <= delAttempts; attempt++ {
+		if err = n.cni.DelNetworkList(ctx, list, rt); err == nil || ctx.Err() != nil {
+			return err
+		}
+		if attempt < delAttempts {
+			n.log.WithError(err).WithField("sandbox", rt.ContainerID).Warnf("cni: DEL failed (attempt %d of %d); running it again", attempt, delAttempts)
+		}
+	}
+	return fmt.Errorf("CNI DEL failed %d times: %w", delAttempts, err)
 }
