@@ -12,6 +12,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/evjournal/containerd/bundle"
 	"github.com/evjournal/containerd/internal/atomicfile"
+	"github.com/evjournal/containerd/internal/cgroupwarm"
 	"github.com/evjournal/containerd/internal/errmark"
 	"github.com/evjournal/containerd/specs"
 	"github.com/sirupsen/logrus"
@@ -143,12 +144,20 @@ func nonNil(s []string) []string {
 	return s
 }
 
+// joinWarmer keeps the kernel's cgroup migration lock ready while process
+// starts are under way, one for the whole daemon.
+var joinWarmer = cgroupwarm.New(logrus.WithField("module", "runtime"))
+
 // startProcess makes the process dir, runs before, then the shim, and
 // registers the process once the shim reports its pid.
 func (c *Container) startProcess(ctx context.Context, id string, rec processRecord, before func() error) (*Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// From here until the shim's report runc starts and joins the
+	// container's cgroups: the lock those joins take is kept ready
+	// meanwhile (internal/cgroupwarm).
+	defer joinWarmer.Hold()()
 	dir, err := c.mkProcessDir(id)
 	if err != nil {
 		return nil, err
