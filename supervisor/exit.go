@@ -149,11 +149,14 @@ func (s *Supervisor) publishExecExit(e *entry, p Process, status uint32, at time
 	delete(s.procs, p)
 	if e.ephemeral[p.ID()] {
 		delete(e.ephemeral, p.ID())
-		s.fireWatches(e.id, p.ID(), status, at)
+		// The removal is queued before the watch fires: the goroutine
+		// readied last runs first when the loop waits again (Go's runnext),
+		// so the waiting ExecSync replies before the dir's removal runs.
 		s.enqueue(e.id, step{name: "remove-exec", retry: true, work: func(context.Context) error {
 			p.Close()
 			return e.c.RemoveProcess(p.ID())
 		}})
+		s.fireWatches(e.id, p.ID(), status, at)
 		return
 	}
 	s.emit(s.exitEvent(e, p.ID(), status, at))

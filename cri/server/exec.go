@@ -69,7 +69,9 @@ func (s *Server) execSync(ctx context.Context, id string, spec specs.ProcessSpec
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	// Removed beside the reply rather than before it; a daemon killed
+	// first leaves it to the start-up's sweep of the exec dir.
+	defer func() { go os.RemoveAll(dir) }()
 	out := newExecOutput(s.execBudget)
 	defer out.release()
 	stdout, err := openOutputFifo(filepath.Join(dir, "stdout"), out.Stdout())

@@ -24,7 +24,8 @@ import (
 //   - an object without a record is a removal the daemon did not finish
 //     (the record goes first): it is finished;
 //   - a prepared rootfs that no record names is removed;
-//   - a created container's rootfs is mounted again (after a reboot).
+//   - a created container's rootfs is mounted again (after a reboot);
+//   - the exec dirs (output FIFOs) of calls the crash cut short are removed.
 
 // load reads the records and reconciles them.
 func (s *Server) load(ctx context.Context) error {
@@ -47,7 +48,27 @@ func (s *Server) load(ctx context.Context) error {
 	s.reconcileSandboxes(ctx, objs, badSandboxes)
 	s.finishRemovals(ctx, objs)
 	s.removeOrphanRootfs()
+	s.sweepExecDirs()
 	return nil
+}
+
+// sweepExecDirs removes <state>/exec/*: each is the FIFO dir of an exec
+// call of a daemon that is gone (no call is served yet). A shim still
+// writing to one holds its FIFOs open; the paths are not needed for that.
+func (s *Server) sweepExecDirs() {
+	dir := filepath.Join(s.cfg.StateDir, "exec")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			s.log.WithError(err).Warn("cri: read the exec dir")
+		}
+		return
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			s.log.WithError(err).WithField("dir", e.Name()).Warn("cri: remove the dir of an exec call cut short")
+		}
+	}
 }
 
 func (s *Server) loadSandboxes() (map[string]error, error) {

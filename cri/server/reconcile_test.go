@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -95,6 +96,26 @@ func TestReconcileAtStart(t *testing.T) {
 			}
 			return ""
 		}, func(t *testing.T, e *env, _ string) { e.checkNothingLeft() }},
+		{"the output FIFOs of exec calls cut short", func(e *env) string {
+			for _, name := range []string{"c1-execsync-1", "c2-exec-2"} {
+				dir := filepath.Join(e.srv.cfg.StateDir, "exec", name)
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					e.t.Fatal(err)
+				}
+				if err := unix.Mkfifo(filepath.Join(dir, "stdout"), 0o600); err != nil {
+					e.t.Fatal(err)
+				}
+			}
+			return ""
+		}, func(t *testing.T, e *env, _ string) {
+			ents, err := os.ReadDir(filepath.Join(e.srv.cfg.StateDir, "exec"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ents) != 0 {
+				t.Errorf("exec dirs left after the restart: %v", ents)
+			}
+		}},
 		{"created container's rootfs after a reboot", func(e *env) string {
 			pod := e.runPod("web")
 			c := created(e, pod)
