@@ -24,6 +24,7 @@ package cgroupwarm
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,8 +42,8 @@ const Period = 2 * time.Millisecond
 
 // Warmer is the shared writer; the zero value is not usable, see New.
 type Warmer struct {
-	procsFile func() (string, error) // the cgroup.procs to write, looked up per session
-	write     func(path string, data []byte) error
+	procsFile func() (string, error)                    // the cgroup.procs to write, looked up per session
+	open      func(path string) (io.WriteCloser, error) // opens it for writing
 	period    time.Duration
 	log       *logrus.Entry
 	exited    func() // called when the writer goroutine ends (tests)
@@ -56,7 +57,7 @@ type Warmer struct {
 
 // New returns a Warmer of the daemon's own cgroup.
 func New(log *logrus.Entry) *Warmer {
-	return &Warmer{procsFile: OwnProcsFile, write: writeFile, period: Period, log: log}
+	return &Warmer{procsFile: OwnProcsFile, open: openFile, period: Period, log: log}
 }
 
 // Hold keeps the lock ready until release is called (once).
@@ -93,14 +94,30 @@ func (w *Warmer) run() {
 		defer w.exited()
 	}
 	pid := []byte(strconv.Itoa(os.Getpid()))
-	var path string
-	var err error
+	var (
+		path string
+		f    io.WriteCloser
+		err  error
+	)
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
 	for n := 0; ; n++ {
 		if n%lookupEvery == 0 {
-			path, err = w.procsFile()
+			// Kept open between lookups: a write is then one syscall.
+			var now string
+			if now, err = w.procsFile(); err == nil && (f == nil || now != path) {
+				if f != nil {
+					f.Close()
+				}
+				path = now
+				f, err = w.open(path)
+			}
 		}
 		if err == nil {
-			err = w.write(path, pid)
+			_, err = f.Write(pid)
 		}
 		w.mu.Lock()
 		if err != nil {
@@ -144,15 +161,7 @@ func OwnProcsFile() (string, error) {
 	return "", fmt.Errorf("no v1 cgroup hierarchy of this process found: %w", firstErr)
 }
 
-// writeFile writes data to an existing file, creating nothing.
-func writeFile(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+// openFile opens an existing file for writing, creating nothing.
+func openFile(path string) (io.WriteCloser, error) {
+	return os.OpenFile(path, os.O_WRONLY, 0)
 }

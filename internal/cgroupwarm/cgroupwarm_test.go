@@ -2,6 +2,7 @@ package cgroupwarm
 
 import (
 	"errors"
+	"io"
 	"os"
 	"sync"
 	"testing"
@@ -25,16 +26,8 @@ func newFake(t *testing.T, writeErr error) *fakeWarmer {
 	f := &fakeWarmer{writes: make(chan string, 1000), exited: make(chan struct{}, 10)}
 	f.Warmer = &Warmer{
 		procsFile: func() (string, error) { return "/fake/cgroup.procs", nil },
-		write: func(path string, data []byte) error {
-			f.mu.Lock()
-			f.active++
-			f.most = max(f.most, f.active)
-			f.mu.Unlock()
-			f.writes <- path + " " + string(data)
-			f.mu.Lock()
-			f.active--
-			f.mu.Unlock()
-			return writeErr
+		open: func(path string) (io.WriteCloser, error) {
+			return fakeFile{f: f, path: path, err: writeErr}, nil
 		},
 		period: time.Millisecond,
 		log:    logrus.NewEntry(logrus.New()),
@@ -42,6 +35,28 @@ func newFake(t *testing.T, writeErr error) *fakeWarmer {
 	}
 	return f
 }
+
+// fakeFile is an open fake cgroup.procs.
+type fakeFile struct {
+	f    *fakeWarmer
+	path string
+	err  error
+}
+
+func (ff fakeFile) Write(data []byte) (int, error) {
+	f := ff.f
+	f.mu.Lock()
+	f.active++
+	f.most = max(f.most, f.active)
+	f.mu.Unlock()
+	f.writes <- ff.path + " " + string(data)
+	f.mu.Lock()
+	f.active--
+	f.mu.Unlock()
+	return len(data), ff.err
+}
+
+func (fakeFile) Close() error { return nil }
 
 func (f *fakeWarmer) await(t *testing.T, n int) {
 	t.Helper()
