@@ -6,9 +6,6 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"flag"
 	"fmt"
 	"io"
@@ -16,16 +13,15 @@ import (
 	"net"
 	"net/http"
 	"os"
-	goruntime "runtime"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/evjournal/containerd/integration/imagebuild"
 )
 
 func main() {
@@ -89,59 +85,13 @@ func testinitImage(path string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	layer, err := layerOf([]entry{
-		{name: "testinit", body: body, mode: 0o755},
-		{name: "etc", dir: true, mode: 0o755},
-		{name: "tmp", dir: true, mode: 0o1777},
-	})
+	layer, err := imagebuild.FilesLayer(
+		imagebuild.Entry{Name: "testinit", Content: string(body), Mode: 0o755},
+		imagebuild.Entry{Name: "etc", Dir: true},
+		imagebuild.Entry{Name: "tmp", Dir: true, Mode: 0o1777},
+	)
 	if err != nil {
 		return nil, err
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return nil, err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", goruntime.GOARCH
-	cf.Config = v1.Config{Entrypoint: []string{"/testinit"}, Cmd: []string{"sleep", "forever"}}
-	return mutate.ConfigFile(img, cf)
-}
-
-type entry struct {
-	name string
-	body []byte
-	mode int64
-	dir  bool
-}
-
-// layerOf makes a gzipped tar layer of the entries, compressed once here.
-func layerOf(entries []entry) (v1.Layer, error) {
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	tw := tar.NewWriter(zw)
-	for _, e := range entries {
-		h := &tar.Header{Name: e.name, Mode: e.mode, Typeflag: tar.TypeReg, Size: int64(len(e.body)),
-			ModTime: time.Unix(1700000000, 0), Format: tar.FormatPAX}
-		if e.dir {
-			h.Typeflag, h.Size = tar.TypeDir, 0
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(e.body); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	b := gz.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	return imagebuild.Image(empty.Image, v1.Config{Entrypoint: []string{"/testinit"}, Cmd: []string{"sleep", "forever"}}, layer)
 }
