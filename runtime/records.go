@@ -78,7 +78,10 @@ type processRecord struct {
 	Start bool `json:"start,omitempty"`
 	// Ephemeral: an exec nobody is told of after a daemon restart
 	// (ExecOpts.Ephemeral); the shim writes its files without fsync.
-	Ephemeral      bool               `json:"ephemeral,omitempty"`
+	Ephemeral bool `json:"ephemeral,omitempty"`
+	// DirectOutput: the process writes into Stdout and Stderr itself
+	// (ExecOpts.DirectOutput).
+	DirectOutput   bool               `json:"directOutput,omitempty"`
 	CheckpointOpts shimCheckpointOpts `json:"checkpointOpts"`
 	RootUID        uint32             `json:"rootUID"`
 	RootGID        uint32             `json:"rootGID"`

@@ -95,6 +95,10 @@ type ExecOpts struct {
 	// need not survive the machine: the daemon and its shim write them
 	// without fsync ("ephemeral" in process.json, docs/shim-contract.md).
 	Ephemeral bool
+	// DirectOutput (an ephemeral exec with FIFOs as Stdout and Stderr,
+	// whose reader keeps them open and drains them): the process writes
+	// into the FIFOs itself, with no copy by its shim ("directOutput").
+	DirectOutput bool
 }
 
 // Exec starts an extra process in the container (`runc exec -d`) through its
@@ -115,6 +119,10 @@ func (c *Container) Exec(ctx context.Context, pid string, spec specs.ProcessSpec
 	rec.Exec = true
 	for _, o := range opts {
 		rec.Ephemeral = rec.Ephemeral || o.Ephemeral
+		rec.DirectOutput = rec.DirectOutput || o.DirectOutput
+	}
+	if rec.DirectOutput && (!rec.Ephemeral || rec.Terminal || stdio.LogPath != "") {
+		return nil, fmt.Errorf("container %q: exec %q: direct output is for an ephemeral exec without a terminal or a CRI log: %w", c.rec.ID, pid, errdefs.ErrInvalidArgument)
 	}
 	return c.startProcess(ctx, pid, rec, func() error { return nil })
 }

@@ -27,6 +27,10 @@ type processConfig struct {
 	// Ephemeral: an exec the daemon never reports after a restart (the
 	// CRI's ExecSync); its files are written without fsync (writeState).
 	Ephemeral bool
+	// DirectOutput: the process writes into the Stdout and Stderr FIFOs
+	// itself, with no pipe and copy of ours between (an ephemeral exec
+	// whose reader, the daemon, bounds what it keeps); see directOut.
+	DirectOutput bool
 	// Checkpoint, when set, restores from this image dir instead of creating.
 	Checkpoint     string
 	CheckpointOpts checkpointOpts
@@ -80,6 +84,7 @@ func parseConfig(data []byte) (*processConfig, error) {
 	c.Checkpoint = d.string("checkpoint")
 	c.Start = d.bool("start")
 	c.Ephemeral = d.bool("ephemeral")
+	c.DirectOutput = d.bool("directOutput")
 	c.RootUID, c.RootGID = d.int("rootUID"), d.int("rootGID")
 	if !isNull(m["process"]) {
 		c.Process = m["process"]
@@ -99,6 +104,9 @@ func parseConfig(data []byte) (*processConfig, error) {
 	}
 	if d.err == nil && c.Ephemeral && !c.Exec {
 		d.err = errors.New(`"ephemeral" is for an exec only`)
+	}
+	if d.err == nil && c.DirectOutput && (!c.Ephemeral || c.Terminal || c.LogPath != "") {
+		d.err = errors.New(`"directOutput" is for an ephemeral exec without a terminal or a CRI log only`)
 	}
 	if d.err == nil && c.Start && (c.Exec || c.Checkpoint != "") {
 		d.err = errors.New(`"start" is for a created init only, not an exec or a restore`)

@@ -86,6 +86,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{`{"logPath": 7}`, `field "logPath"`},
 		{`{"logPath": "/l/0.log", "stdout": "/o"}`, `"logPath" takes the place of "stdout" and "stderr"`},
 		{`{"logPath": "/l/0.log", "stderr": "/e"}`, `"logPath" takes the place of "stdout" and "stderr"`},
+		{`{"exec": true, "process": {}, "directOutput": true}`, `"directOutput" is for an ephemeral exec`},
+		{`{"exec": true, "process": {}, "ephemeral": true, "terminal": true, "directOutput": true}`, `"directOutput" is for an ephemeral exec`},
+		{`{"exec": true, "process": {}, "ephemeral": true, "directOutput": "yes"}`, `field "directOutput"`},
 	} {
 		_, err := parseConfig([]byte(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/evjournal/containerd/integration/fixture"
 	"github.com/evjournal/containerd/specs"
@@ -75,6 +78,52 @@ func TestExecLeftoverChild(t *testing.T) {
 	}
 	if log := e.read("shim-log.json"); !strings.Contains(log, `"level":"warning"`) || !strings.Contains(log, "held open") {
 		t.Errorf("shim-log.json lacks the warning: %q", log)
+	}
+	c.mustRunc(t, "kill", c.id, "KILL")
+	if got := init.exited(); got != 137 {
+		t.Fatalf("init exitStatus %d, want 137", got)
+	}
+}
+
+// TestExecDirectOutput: an ephemeral exec with "directOutput" writes into
+// its FIFOs itself (its fds 1 and 2 are the FIFOs, no pipe of the shim's
+// between), all of its output arrives, and the FIFOs end with the process.
+func TestExecDirectOutput(t *testing.T) {
+	fixture.RequireRoot(t)
+	t.Parallel()
+	c := newContainer(t, fixture.Args("sleep", "1h"))
+	defer c.remove(t)
+	init := c.startShim(t, procOpts{})
+	init.started()
+	c.mustRunc(t, "start", c.id)
+
+	e := c.startShim(t, procOpts{name: "direct", stdout: true, stderr: true, ephemeral: true, direct: true,
+		exec: execProcess("echo", "to stdout", "--", "stderr", "to stderr", "--", "sleep", "1h")})
+	pid := e.started()
+	outs, errs := newLineReader(e.stdout), newLineReader(e.stderr)
+	if before := outs.until(t, "to stdout"); len(before) > 0 {
+		t.Errorf("stdout before the line: %q", before)
+	}
+	if before := errs.until(t, "to stderr"); len(before) > 0 {
+		t.Errorf("stderr before the line: %q", before)
+	}
+	for fd, want := range map[string]string{"1": e.path("stdout"), "2": e.path("stderr")} {
+		if got, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "fd", fd)); err != nil || got != want {
+			t.Errorf("the exec's fd %s is %q (%v), want the FIFO %s itself", fd, got, err, want)
+		}
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.exited(); got != 143 {
+		t.Fatalf("exec exitStatus %d, want 143", got)
+	}
+	// Both end with the process: nothing more, then end of file.
+	for _, l := range []*lineReader{outs, errs} {
+		l.f.SetReadDeadline(time.Now().Add(wait))
+		if rest, err := io.ReadAll(l.r); err != nil || len(rest) > 0 {
+			t.Errorf("%s after the exit: %q, %v; want end of file", l.f.Name(), rest, err)
+		}
 	}
 	c.mustRunc(t, "kill", c.id, "KILL")
 	if got := init.exited(); got != 137 {

@@ -86,6 +86,8 @@ type procOpts struct {
 	launch   func(*exec.Cmd) int // starts the shim instead of cmd.Start; returns its pid
 	// ephemeral marks an exec "ephemeral" (its files written unsynced).
 	ephemeral bool
+	// direct asks for "directOutput" (with ephemeral).
+	direct bool
 }
 
 // proc is one shim, started as the daemon starts it (docs/shim-contract.md):
@@ -175,6 +177,9 @@ func (p *proc) writeProcessJSON(o procOpts) {
 	}
 	if o.ephemeral {
 		cfg["ephemeral"] = true
+	}
+	if o.direct {
+		cfg["directOutput"] = true
 	}
 	data, err := json.Marshal(cfg)
 	if err != nil {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,11 +120,16 @@ func (s *stdio) openPipes(cfg *processConfig) error {
 		s.child[0] = child
 		(&copier{src: s.stdinR, dst: w, end: func() { w.Close(); s.stdinR.Close() }}).start()
 	}
+	// Direct output needs the runtime's own log for a failed start's
+	// message: runc's stderr is then the FIFO, which only the daemon reads.
+	direct := cfg.DirectOutput && cfg.Features.Log
 	for i, path := range []string{cfg.Stdout, cfg.Stderr} {
 		var err error
 		switch {
 		case s.crilog != nil:
 			err = s.pipeLog(i+1, cfg)
+		case path != "" && direct:
+			err = s.directOut(i+1, path, cfg)
 		case path != "":
 			err = s.pipeOut(i+1, path, cfg)
 		}
@@ -130,9 +137,46 @@ func (s *stdio) openPipes(cfg *processConfig) error {
 			return err
 		}
 	}
-	if s.stderrCopy == nil {
+	if s.stderrCopy == nil && !(direct && cfg.Stderr != "") {
 		return s.recordRuncStderr(cfg)
 	}
+	return nil
+}
+
+// directOut gives the process (fd 1 or 2) the FIFO at path itself, opened
+// write-only: an ephemeral exec's output goes straight to the daemon, with
+// no pipe, copy or drain of ours on its way, and its reader sees end of
+// file when the process and whatever it left holding it are gone. The
+// daemon holds the read end open before it asks for the exec (without a
+// reader the open fails, ENXIO), and reads and bounds all of it, so the
+// process never blocks on a FIFO nobody drains.
+func (s *stdio) directOut(fd int, path string, cfg *processConfig) error {
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return wrap("open output "+path, err)
+	}
+	defer unix.Close(pfd)
+	if fileType(pfd) != unix.S_IFIFO {
+		return wrap("output "+path, errors.New("direct output must be a FIFO"))
+	}
+	// The very FIFO the O_PATH fd names, write-only and non-blocking so
+	// that a missing reader fails at once (ENXIO) instead of hanging us.
+	child, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return wrap("open output "+path, err)
+	}
+	// Blocking for the process, as a pipe of ours would be.
+	if err := unix.SetNonblock(child, false); err != nil {
+		unix.Close(child)
+		return err
+	}
+	if cfg.RootUID != 0 || cfg.RootGID != 0 {
+		if err := unix.Fchown(child, cfg.RootUID, cfg.RootGID); err != nil {
+			unix.Close(child)
+			return wrap("chown output FIFO", err)
+		}
+	}
+	s.child[fd] = child
 	return nil
 }
 

@@ -70,7 +70,7 @@ func (s *Supervisor) startExec(ctx context.Context, r ExecRequest, done func(int
 		name: "exec", kind: execStep,
 		work: func(context.Context) error {
 			var err error
-			p, err = e.c.Exec(ctx, r.Pid, r.Spec, r.Stdio, runtime.ExecOpts{Ephemeral: r.Ephemeral})
+			p, err = e.c.Exec(ctx, r.Pid, r.Spec, r.Stdio, runtime.ExecOpts{Ephemeral: r.Ephemeral, DirectOutput: r.DirectOutput})
 			return err
 		},
 		apply: func(err error) {

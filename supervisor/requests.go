@@ -37,6 +37,10 @@ type ExecRequest struct {
 	// runs while the journal cannot write. After a daemon crash it is
 	// killed at the restore, like any exec whose start was not journaled.
 	Ephemeral bool
+	// DirectOutput (with Ephemeral, FIFOs as Stdout and Stderr that the
+	// caller holds open and drains): the process writes into them itself,
+	// its shim copies nothing (runtime.ExecOpts.DirectOutput).
+	DirectOutput bool
 	// InheritInit: the process runs the init's process spec (environment,
 	// user, cwd, capabilities, rlimits...) with Spec's Args and Terminal, as
 	// the CRI's exec does; the loop reads it, so the caller needs no State.

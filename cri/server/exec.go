@@ -89,7 +89,9 @@ func (s *Server) execSync(ctx context.Context, id string, spec specs.ProcessSpec
 		return nil, fmt.Errorf("container %s: exec: %w", id, err)
 	}
 	defer stop()
-	if _, err := s.sup.Exec(ctx, supervisor.ExecRequest{ID: id, Pid: pid, Spec: spec, Ephemeral: true, InheritInit: true,
+	// DirectOutput: the command writes into our FIFOs itself, which we
+	// hold open and drain whatever it writes (execOutput keeps what fits).
+	if _, err := s.sup.Exec(ctx, supervisor.ExecRequest{ID: id, Pid: pid, Spec: spec, Ephemeral: true, InheritInit: true, DirectOutput: true,
 		Stdio: runtime.Stdio{Stdout: stdout.path, Stderr: stderr.path}}); err != nil {
 		return nil, s.execError(ctx, id, err)
 	}

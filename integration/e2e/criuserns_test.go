@@ -137,6 +137,13 @@ func TestCRIUserNamespace(t *testing.T) {
 	if err != nil || ex.ExitCode != 0 || strings.Join(strings.Fields(string(ex.Stdout)), " ") != want[0] {
 		t.Fatalf("ExecSync in the pod's user namespace: %v, exit %d, stdout %q stderr %q", err, ex.GetExitCode(), ex.GetStdout(), ex.GetStderr())
 	}
+	// A command that opens its stdout again by path (/dev/stdout, a shell's
+	// "> /dev/stderr") must be allowed to: the output FIFO belongs to the
+	// pod's root.
+	ex, err = e.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: cid, Cmd: []string{"/testinit", "stamp", "/proc/self/fd/1"}, Timeout: 30})
+	if err != nil || ex.ExitCode != 0 || !strings.HasPrefix(string(ex.Stdout), "STAMP ") {
+		t.Fatalf("ExecSync reopening its stdout in the pod's user namespace: %v, exit %d, stdout %q stderr %q", err, ex.GetExitCode(), ex.GetStdout(), ex.GetStderr())
+	}
 	u := wantState(t, e, cid, runtimeapi.ContainerState_CONTAINER_RUNNING).GetUser().GetLinux()
 	if u.GetUid() != 0 || u.GetGid() != 0 {
 		t.Fatalf("ContainerStatus user %v, want uid 0 gid 0 (in the pod's namespace)", u)
