@@ -22,9 +22,7 @@ func TestExec(t *testing.T) {
 	t.Parallel()
 	c := newContainer(t, fixture.Args("sleep", "1h"))
 	defer c.remove(t)
-	init := c.startShim(t, procOpts{})
-	init.started()
-	c.mustRunc(t, "start", c.id)
+	init, _ := c.runInit(t)
 
 	e := c.startShim(t, procOpts{name: "exec1", stdout: true, exec: execProcess("echo", "from exec", "--", "exit", "5")})
 	e.started()
@@ -65,9 +63,7 @@ func TestExecLeftoverChild(t *testing.T) {
 	c := newContainer(t, fixture.Args("sleep", "1h"))
 	defer c.remove(t)
 	buildInto(t, "./testdata/leaver", filepath.Join(c.bundle.Path, "rootfs", "leaver"))
-	init := c.startShim(t, procOpts{})
-	init.started()
-	c.mustRunc(t, "start", c.id)
+	init, _ := c.runInit(t)
 
 	leaver := &specs.ProcessSpec{Args: []string{"/leaver"}, Env: []string{"PATH=/"}, Cwd: "/"}
 	e := c.startShim(t, procOpts{name: "leaver", stdout: true, exec: leaver})
@@ -93,9 +89,7 @@ func TestExecDirectOutput(t *testing.T) {
 	t.Parallel()
 	c := newContainer(t, fixture.Args("sleep", "1h"))
 	defer c.remove(t)
-	init := c.startShim(t, procOpts{})
-	init.started()
-	c.mustRunc(t, "start", c.id)
+	init, _ := c.runInit(t)
 
 	e := c.startShim(t, procOpts{name: "direct", stdout: true, stderr: true, ephemeral: true, direct: true,
 		exec: execProcess("echo", "to stdout", "--", "stderr", "to stderr", "--", "sleep", "1h")})

@@ -127,6 +127,17 @@ func (c *container) startShim(t *testing.T, o procOpts) *proc {
 	return p
 }
 
+// runInit starts the init's shim, waits for its report and starts the
+// init (`runc start`): the running container that execs are made in. It
+// returns the init's shim and pid.
+func (c *container) runInit(t *testing.T) (*proc, int) {
+	t.Helper()
+	init := c.startShim(t, procOpts{})
+	pid := init.started()
+	c.mustRunc(t, "start", c.id)
+	return init, pid
+}
+
 func (p *proc) path(name string) string { return filepath.Join(p.dir, name) }
 
 func (p *proc) mkfifo(name string) string {

@@ -38,9 +38,7 @@ func TestInitShimHoldsTheMountNamespace(t *testing.T) {
 	t.Parallel()
 	c := newContainer(t, fixture.Args("sleep", "1h"))
 	defer c.remove(t)
-	init := c.startShim(t, procOpts{})
-	pid := init.started()
-	c.mustRunc(t, "start", c.id)
+	init, pid := c.runInit(t)
 
 	theirs, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
 	if err != nil {

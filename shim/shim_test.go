@@ -224,9 +224,7 @@ func TestExecTerminal(t *testing.T) {
 	t.Parallel()
 	c := newContainer(t, fixture.Args("sleep", "1h"))
 	defer c.remove(t)
-	init := c.startShim(t, procOpts{})
-	init.started()
-	c.mustRunc(t, "start", c.id)
+	init, _ := c.runInit(t)
 	spec := execProcess("winsize")
 	spec.Terminal = true
 	e := c.startShim(t, procOpts{name: "tty-exec", stdin: true, stdout: true, terminal: true, exec: spec})
