@@ -70,6 +70,36 @@ func (h *harness) waitQueue(id string) {
 	h.t.Fatalf("the work queue of %s did not empty", id)
 }
 
+// gateExecs holds every exec start in the fake runtime until the returned
+// gate is closed.
+func (rt *fakeRuntime) gateExecs() chan struct{} {
+	gate := make(chan struct{})
+	rt.mu.Lock()
+	rt.execGate = gate
+	rt.mu.Unlock()
+	return gate
+}
+
+// gateUpdates holds every update in the fake runtime until the returned
+// gate is closed.
+func (rt *fakeRuntime) gateUpdates() chan struct{} {
+	gate := make(chan struct{})
+	rt.mu.Lock()
+	rt.updateGate = gate
+	rt.mu.Unlock()
+	return gate
+}
+
+// waitExecsIn waits until n exec starts are in the fake runtime at once.
+func (rt *fakeRuntime) waitExecsIn(t *testing.T, what string, n int) {
+	t.Helper()
+	rt.waitFor(t, what, func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.execsIn == n
+	})
+}
+
 // TestExecStartsOfOneContainerRunTogether: the exec starts of one container
 // are in the runtime at the same time (they used to queue one at a time
 // on the container's work queue), and each gets its start-process.
@@ -78,20 +108,13 @@ func TestExecStartsOfOneContainerRunTogether(t *testing.T) {
 	h := newHarness(t, rt, t.TempDir())
 	h.create("a")
 	h.expect("start-container a")
-	gate := make(chan struct{})
-	rt.mu.Lock()
-	rt.execGate = gate
-	rt.mu.Unlock()
+	gate := rt.gateExecs()
 	const n = 4 // the exec lane's least size (execWorkers)
 	var results []<-chan error
 	for i := range n {
 		results = append(results, h.execAsync(ExecRequest{ID: "a", Pid: fmt.Sprintf("e%d", i)}))
 	}
-	rt.waitFor(t, "all exec starts in the runtime at once", func() bool {
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return rt.execsIn == n
-	})
+	rt.waitExecsIn(t, "all exec starts in the runtime at once", n)
 	close(gate)
 	for i, ch := range results {
 		if err := awaitErr(t, fmt.Sprintf("exec e%d", i), ch); err != nil {
@@ -120,10 +143,7 @@ func TestExecStartNotBehindSerialWork(t *testing.T) {
 	rt := newFakeRuntime()
 	h := newHarness(t, rt, t.TempDir())
 	h.create("a")
-	gate := make(chan struct{})
-	rt.mu.Lock()
-	rt.updateGate = gate
-	rt.mu.Unlock()
+	gate := rt.gateUpdates()
 	update := make(chan error, 1)
 	go func() {
 		update <- h.s.Update(context.Background(), UpdateRequest{ID: "a", Resources: &specs.LinuxResources{}})
@@ -151,16 +171,9 @@ func TestInitExitWaitsForExecStart(t *testing.T) {
 	h := newHarness(t, rt, t.TempDir())
 	a := h.create("a")
 	h.expect("start-container a")
-	gate := make(chan struct{})
-	rt.mu.Lock()
-	rt.execGate = gate
-	rt.mu.Unlock()
+	gate := rt.gateExecs()
 	late := h.execAsync(ExecRequest{ID: "a", Pid: "late"})
-	rt.waitFor(t, "the exec start under way", func() bool {
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return rt.execsIn == 1
-	})
+	rt.waitExecsIn(t, "the exec start under way", 1)
 	h.kill(a.proc("init"), 0)
 	// The init's exit waits: the next event is another container's.
 	h.create("b")
@@ -193,16 +206,9 @@ func TestBarrierWaitsForExecStart(t *testing.T) {
 	h.create("a")
 	h.expect("start-container a")
 	h.waitQueue("a") // the mark-started after the start
-	gate := make(chan struct{})
-	rt.mu.Lock()
-	rt.execGate = gate
-	rt.mu.Unlock()
+	gate := rt.gateExecs()
 	exec := h.execAsync(ExecRequest{ID: "a", Pid: "e1"})
-	rt.waitFor(t, "the exec start under way", func() bool {
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return rt.execsIn == 1
-	})
+	rt.waitExecsIn(t, "the exec start under way", 1)
 	checkpoint := make(chan error, 1)
 	go func() {
 		checkpoint <- h.s.CreateCheckpoint(context.Background(), "a", t.TempDir(), runtime.CheckpointOpts{})
@@ -235,10 +241,7 @@ func TestExecAfterBarrierWaits(t *testing.T) {
 	h := newHarness(t, rt, t.TempDir())
 	h.create("a")
 	h.expect("start-container a")
-	gate := make(chan struct{})
-	rt.mu.Lock()
-	rt.updateGate = gate
-	rt.mu.Unlock()
+	gate := rt.gateUpdates()
 	update := make(chan error, 1)
 	go func() {
 		update <- h.s.Update(context.Background(), UpdateRequest{ID: "a", Resources: &specs.LinuxResources{}})
