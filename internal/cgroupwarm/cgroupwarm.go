@@ -47,6 +47,7 @@ type Warmer struct {
 	period    time.Duration
 	log       *logrus.Entry
 	exited    func() // called when the writer goroutine ends (tests)
+	turned    func() // called after each turn of the writer (tests)
 
 	mu      sync.Mutex
 	holders int  // guarded by mu
@@ -82,6 +83,11 @@ func (w *Warmer) Hold() (release func()) {
 	}
 }
 
+// quietAbove: with more starts than this under way, their own runc
+// writes keep the lock ready, and the Warmer's would only add to the
+// traffic on the cgroup lock, which every fork and exit on the host takes.
+const quietAbove = 2
+
 // lookupEvery is how many writes go to one looked-up path.
 const lookupEvery = 50
 
@@ -116,7 +122,10 @@ func (w *Warmer) run() {
 				f, err = w.open(path)
 			}
 		}
-		if err == nil {
+		w.mu.Lock()
+		busy := w.holders > quietAbove
+		w.mu.Unlock()
+		if err == nil && !busy {
 			_, err = f.Write(pid)
 		}
 		w.mu.Lock()
@@ -126,13 +135,18 @@ func (w *Warmer) run() {
 			w.log.WithError(err).Info("cgroup join warm-up is off: container starts may wait for the kernel's cgroup lock (one RCU grace period each)")
 			return
 		}
-		w.writes++
+		if !busy {
+			w.writes++
+		}
 		if w.holders == 0 {
 			w.running = false
 			w.mu.Unlock()
 			return
 		}
 		w.mu.Unlock()
+		if w.turned != nil {
+			w.turned()
+		}
 		time.Sleep(w.period)
 	}
 }

@@ -124,7 +124,7 @@ func TestHoldersShareOneWriter(t *testing.T) {
 	var releases []func()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for range 20 {
+	for range quietAbove {
 		wg.Go(func() {
 			r := f.Hold()
 			mu.Lock()
@@ -146,6 +146,48 @@ func TestHoldersShareOneWriter(t *testing.T) {
 		t.Fatal("more than one writer ran")
 	default:
 	}
+}
+
+// With more starts under way than quietAbove (their own runc writes keep
+// the lock ready) the writer writes nothing, and writes again once they
+// are fewer.
+func TestQuietWhileManyStarts(t *testing.T) {
+	f := newFake(t, nil)
+	turns := make(chan struct{}, 100)
+	f.turned = func() {
+		select {
+		case turns <- struct{}{}:
+		default:
+		}
+	}
+	var releases []func()
+	for range quietAbove + 1 {
+		releases = append(releases, f.Hold())
+	}
+	// The turns done by now, and the one under way, may have seen fewer
+	// holders: count from the turns after them.
+	for range len(turns) + 1 {
+		<-turns
+	}
+	for len(f.writes) > 0 {
+		<-f.writes
+	}
+	for range 5 {
+		select {
+		case <-turns:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the writer stopped turning while held")
+		}
+	}
+	if n := len(f.writes); n > 0 {
+		t.Fatalf("%d writes with %d starts under way, want none", n, quietAbove+1)
+	}
+	releases[0]()
+	f.await(t, 2)
+	for _, r := range releases[1:] {
+		r()
+	}
+	f.awaitExit(t)
 }
 
 // A failed write (no permission, an unknown cgroup) turns the Warmer off:
