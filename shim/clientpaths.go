@@ -121,9 +121,18 @@ func fileType(fd int) uint32 {
 // reopen opens the very file that the O_PATH fd names (not whatever the
 // path names now) with flags.
 func reopen(pathFD int, path string, flags int) (*os.File, error) {
-	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pathFD), flags|unix.O_CLOEXEC, 0)
+	fd, err := reopenFD(pathFD, path, flags)
 	if err != nil {
-		return nil, wrap("open "+path, err)
+		return nil, err
 	}
 	return os.NewFile(uintptr(fd), path), nil
+}
+
+// reopenFD is reopen's raw fd, for a caller that hands it to a child.
+func reopenFD(pathFD int, path string, flags int) (int, error) {
+	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pathFD), flags|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, wrap("open "+path, err)
+	}
+	return fd, nil
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,9 +160,9 @@ func (s *stdio) directOut(fd int, path string, cfg *processConfig) error {
 	}
 	// The very FIFO the O_PATH fd names, write-only and non-blocking so
 	// that a missing reader fails at once (ENXIO) instead of hanging us.
-	child, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	child, err := reopenFD(pfd, path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
-		return wrap("open output "+path, err)
+		return err
 	}
 	// Blocking for the process, as a pipe of ours would be.
 	if err := unix.SetNonblock(child, false); err != nil {

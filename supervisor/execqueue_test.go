@@ -71,21 +71,14 @@ func (h *harness) waitQueue(id string) {
 }
 
 // gateExecs holds every exec start in the fake runtime until the returned
-// gate is closed.
-func (rt *fakeRuntime) gateExecs() chan struct{} {
-	gate := make(chan struct{})
-	rt.mu.Lock()
-	rt.execGate = gate
-	rt.mu.Unlock()
-	return gate
-}
+// gate is closed; gateUpdates every update.
+func (rt *fakeRuntime) gateExecs() chan struct{}   { return rt.gate(&rt.execGate) }
+func (rt *fakeRuntime) gateUpdates() chan struct{} { return rt.gate(&rt.updateGate) }
 
-// gateUpdates holds every update in the fake runtime until the returned
-// gate is closed.
-func (rt *fakeRuntime) gateUpdates() chan struct{} {
+func (rt *fakeRuntime) gate(field *chan struct{}) chan struct{} {
 	gate := make(chan struct{})
 	rt.mu.Lock()
-	rt.updateGate = gate
+	*field = gate
 	rt.mu.Unlock()
 	return gate
 }

@@ -229,24 +229,25 @@ func TestRealWritesMoveNothing(t *testing.T) {
 		t.Fatalf("own cgroup.procs: %v", err)
 	}
 	exited := make(chan struct{}, 1)
+	turns := make(chan struct{}, 100)
 	w := New(logrus.NewEntry(logrus.New()))
 	w.exited = func() { exited <- struct{}{} }
+	w.turned = func() { turns <- struct{}{} }
 	release := w.Hold()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		w.mu.Lock()
-		n, off := w.writes, w.off
-		w.mu.Unlock()
-		if off {
-			t.Fatal("a write to our own cgroup.procs failed")
+	for range 3 {
+		select {
+		case <-turns:
+		case <-exited:
+			t.Fatal("a write to our own cgroup.procs failed: the writer stopped while held")
+		case <-time.After(10 * time.Second):
+			t.Fatal("no turn of the writer in 10 s")
 		}
-		if n >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d writes in 10 s", n)
-		}
-		time.Sleep(Period)
+	}
+	w.mu.Lock()
+	n, off := w.writes, w.off
+	w.mu.Unlock()
+	if off || n < 3 {
+		t.Fatalf("%d writes in 3 turns (off: %v), want 3", n, off)
 	}
 	release()
 	<-exited
