@@ -140,9 +140,12 @@ func TestCRIUserNamespace(t *testing.T) {
 	// A command that opens its stdout again by path (/dev/stdout, a shell's
 	// "> /dev/stderr") must be allowed to: the output FIFO belongs to the
 	// pod's root.
-	ex, err = e.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: cid, Cmd: []string{"/testinit", "stamp", "/proc/self/fd/1"}, Timeout: 30})
-	if err != nil || ex.ExitCode != 0 || !strings.HasPrefix(string(ex.Stdout), "STAMP ") {
+	ex, err = e.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: cid, Cmd: []string{"/testinit", "owner", "/proc/self/fd/1", "--", "stamp", "/proc/self/fd/1"}, Timeout: 30})
+	if err != nil || ex.ExitCode != 0 {
 		t.Fatalf("ExecSync reopening its stdout in the pod's user namespace: %v, exit %d, stdout %q stderr %q", err, ex.GetExitCode(), ex.GetStdout(), ex.GetStderr())
+	}
+	if lines := strings.Split(strings.TrimSpace(string(ex.Stdout)), "\n"); len(lines) != 2 || lines[0] != "owner /proc/self/fd/1: 0:0" || !strings.HasPrefix(lines[1], "STAMP ") {
+		t.Fatalf("ExecSync's stdout in the pod's user namespace: %q, want it owned by the pod's root (0:0) and the stamp written through it", ex.Stdout)
 	}
 	u := wantState(t, e, cid, runtimeapi.ContainerState_CONTAINER_RUNNING).GetUser().GetLinux()
 	if u.GetUid() != 0 || u.GetGid() != 0 {
