@@ -98,3 +98,77 @@ func readFileString(path string) (string, error) {
 	data, err := os.ReadFile(path)
 	return string(data), err
 }
+
+// policies returns the scheduling policy of each thread of pid.
+func policies(t *testing.T, pid int) map[int]uint32 {
+	t.Helper()
+	tids, err := threadsOf(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]uint32{}
+	for _, tid := range tids {
+		a, err := unix.SchedGetAttr(tid, 0)
+		if err == unix.ESRCH {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("sched_getattr %d: %v", tid, err)
+		}
+		out[tid] = a.Policy
+	}
+	return out
+}
+
+// TestRefillSparesStartIdle: the spares a refill starts run, every thread,
+// in the SCHED_IDLE class, and no thread of ours is left in it; a taken
+// spare's threads all get back our class and nice value before it is
+// given its process (wake).
+func TestRefillSparesStartIdle(t *testing.T) {
+	fixture.RequireRoot(t)
+	p := &sparePool{path: fixture.Shim(t)}
+	t.Cleanup(func() {
+		for s := p.take(); s != nil; s = p.take() {
+			s.discard()
+		}
+	})
+	p.refill()
+	pids := waitPool(t, p, "the fill", func(pids []int) bool { return len(pids) == sparesWanted })
+	for _, pid := range pids {
+		for tid, pol := range policies(t, pid) {
+			if pol != unix.SCHED_IDLE {
+				t.Errorf("spare %d: thread %d has policy %d, want SCHED_IDLE (%d)", pid, tid, pol, unix.SCHED_IDLE)
+			}
+		}
+	}
+	for tid, pol := range policies(t, unix.Getpid()) {
+		if pol == unix.SCHED_IDLE {
+			t.Errorf("thread %d of ours left in SCHED_IDLE after the fill", tid)
+		}
+	}
+	ours, err := unix.SchedGetAttr(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.take()
+	if s == nil {
+		t.Fatal("no spare taken from a full pool")
+	}
+	defer s.discard()
+	if err := s.wake(); err != nil {
+		t.Fatalf("wake: %v", err)
+	}
+	got := policies(t, s.sp.pid)
+	if len(got) == 0 {
+		t.Fatal("the taken spare has no threads")
+	}
+	for tid := range got {
+		a, err := unix.SchedGetAttr(tid, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Policy != ours.Policy || a.Nice != ours.Nice {
+			t.Errorf("woken spare %d: thread %d has policy %d nice %d, want ours: %d nice %d", s.sp.pid, tid, a.Policy, a.Nice, ours.Policy, ours.Nice)
+		}
+	}
+}
