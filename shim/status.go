@@ -46,12 +46,15 @@ func writeExitStatus(dir string, ws unix.WaitStatus, durable bool) error {
 }
 
 // writeSelf writes shim.pid and shim.starttime, so that after a daemon
-// restart our pid can be told from a reused one.
-func writeSelf(dir string, durable bool) error {
+// restart our pid can be told from a reused one. start is our start time
+// when read already ("" reads it).
+func writeSelf(dir, start string, durable bool) error {
 	pid := os.Getpid()
-	start, err := startTime(pid)
-	if err != nil {
-		return err
+	if start == "" {
+		var err error
+		if start, err = startTime(pid); err != nil {
+			return err
+		}
 	}
 	if err := writeState(dir, "shim.pid", []byte(strconv.Itoa(pid)), durable); err != nil {
 		return err
