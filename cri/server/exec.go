@@ -106,8 +106,7 @@ func (s *Server) execSync(ctx context.Context, id string, spec specs.ProcessSpec
 		}
 		return nil, err
 	}
-	stdout.collect()
-	stderr.collect()
+	collect(stdout, stderr)
 	o, e, dropped := out.reply()
 	if dropped > 0 {
 		s.log.WithField("container", id).Debugf("exec %q: %d bytes of output dropped (the reply's bound, or the daemon's budget)", spec.Args, dropped)
@@ -164,15 +163,26 @@ func openOutputFifo(path string, w io.Writer) (*outputFifo, error) {
 	return f, nil
 }
 
-// collect closes our write end and waits until the exec's writers are gone
-// too and everything was copied (bounded).
-func (f *outputFifo) collect() {
-	f.wr.Close()
-	select {
-	case <-f.done:
-	case <-time.After(outputDrainWait):
-		f.rd.Close()
-		<-f.done
+// collect closes our write ends and waits until the exec's writers are gone
+// too and everything was copied, bounded by outputDrainWait in all. All
+// ends are closed first: the exit is known, so each copy's end of file is
+// due at once, and the copies finish side by side rather than one after
+// the other (each is a wake-up of its goroutine, then of ours).
+func collect(fifos ...*outputFifo) {
+	for _, f := range fifos {
+		f.wr.Close()
+	}
+	bound := time.NewTimer(outputDrainWait)
+	defer bound.Stop()
+	for _, f := range fifos {
+		select {
+		case <-f.done:
+		case <-bound.C:
+			for _, g := range fifos {
+				g.rd.Close()
+			}
+			<-f.done
+		}
 	}
 }
 

@@ -151,9 +151,7 @@ func (rt streamRuntime) Exec(ctx context.Context, id string, cmd []string, stdin
 		s.sup.Signal(context.WithoutCancel(ctx), id, pid, syscall.SIGKILL)
 		return 0, ctx.Err()
 	}
-	for _, f := range outs {
-		f.collect()
-	}
+	collect(outs...)
 	return int(exit.Status), nil
 }
 
