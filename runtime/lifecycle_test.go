@@ -19,7 +19,6 @@ import (
 	"github.com/evjournal/containerd/integration/fixture"
 	"github.com/evjournal/containerd/runtime"
 	"github.com/evjournal/containerd/specs"
-	"golang.org/x/sys/unix"
 )
 
 // TestExitStatus runs containers to their exit and checks the status the
@@ -244,31 +243,4 @@ func waitExitNoFatal(p *runtime.Process) (uint32, string) {
 		return 255, "timeout"
 	}
 	return p.ExitStatus()
-}
-
-// TestExecsRunInTheDaemonsClass: the spares that refill the pool start in
-// the idle scheduling class, and are given back the daemon's when taken:
-// no process an exec starts runs in the idle class.
-func TestExecsRunInTheDaemonsClass(t *testing.T) {
-	e := newEnv(t)
-	c, _ := e.run(t, fixture.NewBundle(t, sleeper), runtime.Stdio{})
-	ctx := context.Background()
-	for i := range 4 {
-		id := "sched" + strconv.Itoa(i)
-		p, err := c.Exec(ctx, id, execSpec("sleep", "1h"), runtime.Stdio{})
-		if err != nil {
-			t.Fatalf("Exec %s: %v", id, err)
-		}
-		a, err := unix.SchedGetAttr(p.SystemPid(), 0)
-		if err != nil {
-			t.Fatalf("exec %s: sched_getattr: %v", id, err)
-		}
-		if a.Policy == unix.SCHED_IDLE {
-			t.Errorf("exec %s (pid %d) runs in SCHED_IDLE", id, p.SystemPid())
-		}
-		if err := p.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		wantStatus(t, p, 137)
-	}
 }

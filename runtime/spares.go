@@ -35,9 +35,6 @@ type spare struct {
 	sp     *shimProc
 	report *os.File // read end of its start pipe
 	assign *os.File // our end of its assignment socket (non-blocking: netpoll)
-	// normal is the scheduling its threads get back when it is taken
-	// (wake); nil for a spare started in the daemon's own class.
-	normal *unix.SchedAttr
 }
 
 // watch waits, parked in the netpoller, for the idle spare's death: a
@@ -138,10 +135,7 @@ func (p *sparePool) take() *spare {
 // refill starts the spares the pool lacks. The daemon calls it once the
 // start of the process that took a spare is over (its report read): a
 // spare's start (a fork, an exec, the Go runtime's start) then does not
-// compete for the CPU with the `runc exec` it would only delay. It runs in
-// the idle scheduling class (startIdleSpare): the process that took the
-// spare is still running, and so, with probes one after another, is the
-// next one.
+// compete for the CPU with the `runc exec` it would only delay.
 func (p *sparePool) refill() {
 	p.mu.Lock()
 	need := sparesWanted - len(p.idle) - p.filling
@@ -155,7 +149,7 @@ func (p *sparePool) refill() {
 // fill starts one spare for the pool. A failure is not reported here:
 // the next take starts its shim itself and reports it then.
 func (p *sparePool) fill() {
-	s, err := startIdleSpare(p.path)
+	s, err := startSpare(p.path)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.filling--
@@ -254,10 +248,7 @@ func assignShim(shim string, a shimArgs, dir string) (*shimProc, *os.File, *spar
 			}
 			fresh = true
 		}
-		err := s.wake()
-		if err == nil {
-			err = s.send(msg, unix.UnixRights(dirfd))
-		}
+		err := s.send(msg, unix.UnixRights(dirfd))
 		if err == nil || (fresh && (errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET))) {
 			// A shim started for this process that is gone already says
 			// why on its start pipe, or nothing: readStartReport gives
