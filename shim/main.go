@@ -108,6 +108,9 @@ func run(argv []string) int {
 		os.Stderr.WriteString("containerd-shim: " + err.Error() + "\n")
 		return 2
 	}
+	if pre == nil {
+		pre = prepare()
+	}
 	sp := openStartPipe()
 	log := openLog("shim-log.json")
 	s, err := setup(argv, log, oomFrom, pre)
@@ -123,7 +126,8 @@ func run(argv []string) int {
 // spare does it while it waits for its assignment, so that the assignment
 // does not wait for it (the reaper's signal set-up above all, some 0.08 ms).
 // A spare has no child, so being a subreaper with a reaper changes nothing
-// for it until it starts runc.
+// for it until it starts runc. A shim started for its process (by hand, or
+// by the tests; the daemon starts spares) does it first thing.
 type prepared struct {
 	reaper    *reaper
 	startTime string // ours, for shim.starttime
@@ -154,18 +158,13 @@ func becomeSubreaper() error {
 
 // setup does what must hold before anything is started: a session of our
 // own, the child subreaper flag, the reaper, the exit fifo held open, our
-// pid files, and process.json. pre, when not nil, holds the first of these
-// done already (a spare's).
+// pid files, and process.json; pre holds the first of these, done already.
 func setup(argv []string, log *logger, oomFrom string, pre *prepared) (*shim, error) {
 	a, err := parseArgs(argv)
 	if err != nil {
 		return nil, err
 	}
-	if pre == nil {
-		if err := becomeSubreaper(); err != nil {
-			return nil, err
-		}
-	} else if pre.err != nil {
+	if pre.err != nil {
 		return nil, pre.err
 	}
 	if err := adjustOOMScore(oomFrom); err != nil {
@@ -182,21 +181,10 @@ func setup(argv []string, log *logger, oomFrom string, pre *prepared) (*shim, er
 	if s.cfg, err = readConfig("process.json"); err != nil {
 		return nil, err
 	}
-	selfStart := ""
-	if pre != nil {
-		selfStart = pre.startTime
-	}
-	if err := writeSelf(dir, selfStart, !s.cfg.Ephemeral); err != nil {
+	if err := writeSelf(dir, pre.startTime, !s.cfg.Ephemeral); err != nil {
 		return nil, err
 	}
-	// The reaper's goroutines come after the fsyncs above: a goroutine that
-	// is runnable while we block in a syscall costs the shim one more
-	// thread, for good.
-	if pre != nil {
-		s.reaper = pre.reaper
-	} else {
-		s.reaper = newReaper()
-	}
+	s.reaper = pre.reaper
 	if a.runtime != "" { // the command line wins over process.json
 		s.cfg.Runtime = a.runtime
 	}

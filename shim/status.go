@@ -46,16 +46,10 @@ func writeExitStatus(dir string, ws unix.WaitStatus, durable bool) error {
 }
 
 // writeSelf writes shim.pid and shim.starttime, so that after a daemon
-// restart our pid can be told from a reused one. start is our start time
-// when read already ("" reads it).
+// restart our pid can be told from a reused one; start is our start time
+// (prepare read it).
 func writeSelf(dir, start string, durable bool) error {
 	pid := os.Getpid()
-	if start == "" {
-		var err error
-		if start, err = startTime(pid); err != nil {
-			return err
-		}
-	}
 	if err := writeState(dir, "shim.pid", []byte(strconv.Itoa(pid)), durable); err != nil {
 		return err
 	}
