@@ -120,7 +120,7 @@ func (s *Server) createContainer(id string, cfg *runtimeapi.ContainerConfig, sbC
 		return nil, err
 	}
 	dir := s.containerDir(id)
-	undo.add("remove the container's dir", func(context.Context) error { return os.RemoveAll(dir) })
+	undo.add("remove the container's dir", func(context.Context) error { return s.removeRecordDir(dir) })
 	if err := os.MkdirAll(filepath.Join(dir, "bundle"), 0o700); err != nil {
 		return nil, err
 	}
@@ -350,15 +350,17 @@ func (s *Server) removeContainer(ctx context.Context, c *container) error {
 	}
 	crashpoint.At("remove:after-begin")
 	err := s.cfg.Images.RemoveRootfs(id)
+	var gone string
 	if err == nil {
 		crashpoint.At("remove:after-rootfs")
-		err = os.RemoveAll(s.containerDir(id))
+		gone, err = s.retireRecordDir(s.containerDir(id))
 	}
 	if err != nil {
 		s.sup.AbortRemoveObject(context.WithoutCancel(ctx), id, err.Error())
 		return fmt.Errorf("container %s: %w", id, err)
 	}
-	crashpoint.At("remove:after-dir")
+	crashpoint.At("remove:after-dir") // its record is gone: the removal is done but for the object
+	s.removeRetired(gone)
 	s.recs.remove(id)
 	return s.sup.RemoveObject(ctx, id)
 }

@@ -145,6 +145,20 @@ func (e *env) podState(id string) runtimeapi.PodSandboxState {
 	return r.Status.State
 }
 
+func (e *env) stopPod(id string) {
+	e.t.Helper()
+	if _, err := e.srv.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+		e.t.Fatalf("StopPodSandbox %s: %v", id, err)
+	}
+}
+
+func (e *env) stopCtr(id string) {
+	e.t.Helper()
+	if _, err := e.srv.StopContainer(context.Background(), &runtimeapi.StopContainerRequest{ContainerId: id}); err != nil {
+		e.t.Fatalf("StopContainer %s: %v", id, err)
+	}
+}
+
 func (e *env) removePod(id string) error {
 	_, err := e.srv.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
 	return err
@@ -194,7 +208,8 @@ func (e *env) checkNothingLeft() {
 	pods, ctrs := e.listed()
 	left := map[string][]string{
 		"pods listed": pods, "containers listed": ctrs, "objects": e.loop.objectIDs(),
-		"pod dirs": e.dirs("sandboxes"), "container dirs": e.dirs("containers"), "rootfs": e.images.rootfsIDs(),
+		"pod dirs": e.dirs("sandboxes"), "container dirs": e.dirs("containers"), "retired dirs": e.dirs("removing"),
+		"rootfs": e.images.rootfsIDs(),
 		"leases": e.net.leaseIDs(), "mounts": e.mounts.mounts(), "processes": e.loop.runningIDs(),
 	}
 	for what, l := range left {

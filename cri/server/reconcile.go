@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -22,7 +23,10 @@ import (
 //     everything it made is undone (network, IP lease, netns, shm, rootfs,
 //     dirs; a pause process, if one runs, is killed);
 //   - an object without a record is a removal the daemon did not finish
-//     (the record goes first): it is finished;
+//     (the record dir is retired whole, first): it is finished, and what
+//     the retired dir still held is removed;
+//   - a dir whose record is missing while its object is there is the same,
+//     cut short by a daemon that removed a dir file by file: finished too;
 //   - a prepared rootfs that no record names is removed;
 //   - a created container's rootfs is mounted again (after a reboot);
 //   - the exec dirs (output FIFOs) of calls the crash cut short are removed.
@@ -48,6 +52,7 @@ func (s *Server) load(ctx context.Context) error {
 	s.reconcileSandboxes(ctx, objs, badSandboxes)
 	s.finishRemovals(ctx, objs)
 	s.removeOrphanRootfs()
+	s.sweepRemoving()
 	s.sweepExecDirs()
 	return nil
 }
@@ -147,6 +152,11 @@ func (s *Server) reconcileContainers(ctx context.Context, objs map[string]object
 		s.discardContainer(c.rec.ID)
 	}
 	for id, err := range bad {
+		if objs[id].ID != "" && removalCutShort(err) {
+			s.log.WithField("container", id).Warn("cri: container dir whose record a removal took (an older daemon's, cut short): finishing the removal")
+			s.discardContainer(id)
+			continue
+		}
 		if objs[id].ID != "" {
 			s.log.WithError(err).WithField("container", id).Error("cri: record unreadable for a container the daemon has; left in place")
 			continue
@@ -162,7 +172,7 @@ func (s *Server) discardContainer(id string) {
 		s.log.WithError(err).WithField("container", id).Error("cri: remove the rootfs of an unfinished container")
 		return
 	}
-	if err := os.RemoveAll(s.containerDir(id)); err != nil {
+	if err := s.removeRecordDir(s.containerDir(id)); err != nil {
 		s.log.WithError(err).WithField("container", id).Error("cri: remove the dir of an unfinished container")
 		return
 	}
@@ -184,14 +194,27 @@ func (s *Server) reconcileSandboxes(ctx context.Context, objs map[string]objects
 		s.discardSandbox(ctx, sb.rec.ID, sb.rec.NetNS, sb.rec.Shm)
 	}
 	for id, err := range bad {
+		if objs[id].ID != "" && removalCutShort(err) {
+			s.log.WithField("sandbox", id).Warn("cri: pod dir whose record a removal took (an older daemon's, cut short): finishing the removal")
+			s.discardSandbox(ctx, id, s.netnsPath(id), s.shmPath(id))
+			continue
+		}
 		if objs[id].ID != "" {
 			s.log.WithError(err).WithField("sandbox", id).Error("cri: record unreadable for a pod the daemon has; left in place")
 			continue
 		}
 		s.log.WithError(err).WithField("sandbox", id).Warn("cri: pod dir without a record (creation cut short): tearing down what it made")
-		s.discardSandbox(ctx, id, filepath.Join(s.cfg.StateDir, "netns", id), filepath.Join(s.cfg.StateDir, "shm", id))
+		s.discardSandbox(ctx, id, s.netnsPath(id), s.shmPath(id))
 	}
 }
+
+// removalCutShort says whether a dir's record is missing, not damaged,
+// for an object the loop has. The record is written before its object
+// exists, and only a removal deletes it: daemons before record dirs were
+// retired whole (store.go) removed the dir's files one by one, record
+// among them, so their crash could leave such a dir. Its removal is
+// finished: the object's by finishRemovals.
+func removalCutShort(err error) bool { return errors.Is(err, fs.ErrNotExist) }
 
 // discardSandbox undoes a pod that never became visible; the paths it may
 // have made are derived from its id when no record names them.
@@ -210,7 +233,7 @@ func (s *Server) discardSandbox(ctx context.Context, id, netns, shm string) {
 		log.WithError(err).Error("cri: remove the rootfs of an unfinished pod")
 		return
 	}
-	if err := os.RemoveAll(s.sandboxDir(id)); err != nil {
+	if err := s.removeRecordDir(s.sandboxDir(id)); err != nil {
 		log.WithError(err).Error("cri: remove the dir of an unfinished pod")
 		return
 	}

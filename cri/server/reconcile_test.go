@@ -90,6 +90,43 @@ func TestReconcileAtStart(t *testing.T) {
 			e.crashAt("RemoveObject", func() { e.removePod(pod) })
 			return pod
 		}, func(t *testing.T, e *env, _ string) { e.checkNothingLeft() }},
+		{"pod removal cut short after its dir was retired", func(e *env) string {
+			pod := e.runPod("web")
+			e.stopPod(pod)
+			// The removal's steps up to the crash: its shm and rootfs
+			// gone, its dir retired whole into the removing dir.
+			if _, err := e.srv.removeSandboxFiles(pod, e.srv.shmPath(pod)); err != nil {
+				e.t.Fatal(err)
+			}
+			return pod
+		}, checkPodUndone},
+		{"container removal cut short after its dir was retired", func(e *env) string {
+			pod := e.runPod("web")
+			c := e.runCtr(pod, "app")
+			e.stopCtr(c)
+			if err := e.srv.cfg.Images.RemoveRootfs(c); err != nil {
+				e.t.Fatal(err)
+			}
+			if _, err := e.srv.retireRecordDir(e.srv.containerDir(c)); err != nil {
+				e.t.Fatal(err)
+			}
+			return pod
+		}, checkContainerUndone},
+		// A daemon that removed a dir file by file, record first, died
+		// in the middle: the dir is there, its record is not, its object is.
+		{"pod dir whose record a removal took", func(e *env) string {
+			pod := e.runPod("web")
+			e.stopPod(pod)
+			dropRecord(e, e.srv.sandboxDir(pod), "sandbox.json")
+			return pod
+		}, checkPodUndone},
+		{"container dir whose record a removal took", func(e *env) string {
+			pod := e.runPod("web")
+			c := e.runCtr(pod, "app")
+			e.stopCtr(c)
+			dropRecord(e, e.srv.containerDir(c), "container.json")
+			return pod
+		}, checkContainerUndone},
 		{"a rootfs of no container", func(e *env) string {
 			if _, err := e.images.PrepareRootfs("orphan", testImage); err != nil {
 				e.t.Fatal(err)
@@ -132,6 +169,17 @@ func TestReconcileAtStart(t *testing.T) {
 			tc.check(t, e, id)
 			checkRecordsMatchObjects(t, e)
 		})
+	}
+}
+
+// dropRecord removes dir's record and leaves another file in it.
+func dropRecord(e *env, dir, record string) {
+	e.t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "left"), nil, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, record)); err != nil {
+		e.t.Fatal(err)
 	}
 }
 

@@ -215,25 +215,29 @@ func (s *Server) removeSandbox(ctx context.Context, sb *sandbox) error {
 	if _, err := s.sup.BeginRemoveObject(ctx, id); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("sandbox %s: %w", id, err)
 	}
-	if err := s.removeSandboxFiles(id, sb.rec.Shm); err != nil {
+	gone, err := s.removeSandboxFiles(id, sb.rec.Shm)
+	if err != nil {
 		s.sup.AbortRemoveObject(context.WithoutCancel(ctx), id, err.Error())
 		return fmt.Errorf("sandbox %s: %w", id, err)
 	}
-	crashpoint.At("remove-pod:after-dir")
+	crashpoint.At("remove-pod:after-dir") // its record is gone: the removal is done but for the object
+	s.removeRetired(gone)
 	s.recs.remove(id)
 	return s.sup.RemoveObject(ctx, id)
 }
 
-func (s *Server) removeSandboxFiles(id, shm string) error {
+// removeSandboxFiles unmounts the pod's shm, removes its rootfs and retires
+// its dir, whose removed path it returns (see retireRecordDir).
+func (s *Server) removeSandboxFiles(id, shm string) (string, error) {
 	if err := s.host.UnmountShm(shm); err != nil {
-		return err
+		return "", err
 	}
 	// The rootfs of a sandbox run from --sandbox-image (none otherwise:
 	// removing an unknown rootfs is a no-op, whatever the flag is today).
 	if err := s.cfg.Images.RemoveRootfs(id); err != nil {
-		return err
+		return "", err
 	}
-	return os.RemoveAll(s.sandboxDir(id))
+	return s.retireRecordDir(s.sandboxDir(id))
 }
 
 // sandboxPlan is a pod being made.
@@ -261,7 +265,7 @@ func (s *Server) prepareSandbox(ctx context.Context, id string, cfg *runtimeapi.
 	if err != nil {
 		return nil, err
 	}
-	undo.addUnlessFailed("remove the pod's dir", func(context.Context) error { return os.RemoveAll(p.dir) })
+	undo.addUnlessFailed("remove the pod's dir", func(context.Context) error { return s.removeRecordDir(p.dir) })
 	if err := writeRecord(p.dir, "sandbox.json", &p.sb.rec); err != nil {
 		return nil, err
 	}

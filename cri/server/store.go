@@ -107,3 +107,68 @@ func loadRecords[T any](parent, name string) (recs []T, bad map[string]error, er
 	}
 	return recs, bad, nil
 }
+
+// A record dir is removed in two steps: renamed whole into
+// <root>/removing/rm-*/ (one rename: its record is there or gone, never a
+// dir whose record went first, which the next start would take for
+// damage and keep), then its content is removed. A crash between the two
+// leaves no record, so the reconcile finishes the object's removal, and
+// sweepRemoving removes what the rename put aside.
+
+func (s *Server) removingDir() string { return filepath.Join(s.cfg.Root, "removing") }
+
+// retireRecordDir moves dir into the removing dir and returns where it
+// went ("" if dir does not exist).
+func (s *Server) retireRecordDir(dir string) (string, error) {
+	if err := os.MkdirAll(s.removingDir(), 0o700); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(s.removingDir(), "rm-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Rename(dir, filepath.Join(tmp, filepath.Base(dir))); err != nil {
+		os.Remove(tmp)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil
+		}
+		return "", fmt.Errorf("retire %s: %w", dir, err)
+	}
+	return tmp, atomicfile.SyncDir(filepath.Dir(dir))
+}
+
+// removeRecordDir removes a record dir: retired first, then its content.
+func (s *Server) removeRecordDir(dir string) error {
+	gone, err := s.retireRecordDir(dir)
+	if err != nil || gone == "" {
+		return err
+	}
+	return os.RemoveAll(gone)
+}
+
+// removeRetired removes the content of a retired record dir; what it cannot
+// remove is left to the next start's sweep.
+func (s *Server) removeRetired(gone string) {
+	if gone == "" {
+		return
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		s.log.WithError(err).WithField("dir", gone).Warn("cri: a removed record's files are left (the next start removes them)")
+	}
+}
+
+// sweepRemoving removes what removals cut short left in the removing dir.
+func (s *Server) sweepRemoving() {
+	ents, err := os.ReadDir(s.removingDir())
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.log.WithError(err).Warn("cri: read the dir of removals under way")
+		}
+		return
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(s.removingDir(), e.Name())); err != nil {
+			s.log.WithError(err).WithField("dir", e.Name()).Warn("cri: remove what a removal cut short left")
+		}
+	}
+}
