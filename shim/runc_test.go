@@ -107,16 +107,24 @@ func TestRuncArgvWithoutLog(t *testing.T) {
 	}
 }
 
-// TestRuntimeEnv: runc does not inherit the GOMAXPROCS=1 the daemon gives
-// the shim; everything else of the shim's environment it does.
+// TestRuntimeEnv: runc runs with one P, whatever the shim's GOMAXPROCS,
+// and with everything else of the shim's environment.
 func TestRuntimeEnv(t *testing.T) {
-	t.Setenv("GOMAXPROCS", "1")
-	t.Setenv("SHIM_TEST_KEEP", "yes")
-	env := strings.Join(runtimeEnv(), "\n")
-	if strings.Contains(env, "GOMAXPROCS=") {
-		t.Errorf("runc's environment has GOMAXPROCS: %q", env)
-	}
-	if !strings.Contains(env, "SHIM_TEST_KEEP=yes") {
-		t.Errorf("runc's environment lost the shim's other variables: %q", env)
+	for _, shimValue := range []string{"", "1", "8"} {
+		t.Setenv("GOMAXPROCS", shimValue)
+		t.Setenv("SHIM_TEST_KEEP", "yes")
+		env := runtimeEnv()
+		var procs []string
+		for _, kv := range env {
+			if strings.HasPrefix(kv, "GOMAXPROCS=") {
+				procs = append(procs, kv)
+			}
+		}
+		if len(procs) != 1 || procs[0] != "GOMAXPROCS=1" {
+			t.Errorf("shim GOMAXPROCS=%q: runc's GOMAXPROCS entries %q, want only GOMAXPROCS=1", shimValue, procs)
+		}
+		if !slices.Contains(env, "SHIM_TEST_KEEP=yes") {
+			t.Errorf("runc's environment lost the shim's other variables: %q", env)
+		}
 	}
 }

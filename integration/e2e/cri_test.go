@@ -341,6 +341,12 @@ func TestCRIPod(t *testing.T) {
 	if string(ex.Stdout) != "from exec\n" || string(ex.Stderr) != "err\n" || ex.ExitCode != 3 {
 		t.Fatalf("ExecSync: stdout %q stderr %q exit %d, want \"from exec\\n\" \"err\\n\" 3", ex.Stdout, ex.Stderr, ex.ExitCode)
 	}
+	// The shim runs runc with GOMAXPROCS=1; the process gets its spec's
+	// environment, not runc's.
+	ex, err = e.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: cid, Cmd: []string{"/testinit", "env", "GOMAXPROCS"}})
+	if err != nil || string(ex.Stdout) != "env GOMAXPROCS unset\n" {
+		t.Fatalf("ExecSync env GOMAXPROCS: %q %v, want it unset in the container", ex.GetStdout(), err)
+	}
 	_, err = e.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: cid, Cmd: []string{"/testinit", "sleep", "forever"}, Timeout: 1})
 	wantCRICode(t, "ExecSync past its timeout", err, codes.DeadlineExceeded)
 
