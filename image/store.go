@@ -361,23 +361,10 @@ func (s *Store) collectLocked() []string {
 	return doomed
 }
 
-// retire renames dir into tmp and returns its new path ("" if dir did not
-// exist), so that it leaves its parent at once and whole; the slow removal
+// retire moves dir into tmp whole (atomicfile.RetireDir): the slow removal
 // of its content follows, and a crash during it is finished by Open.
 func (s *Store) retire(dir string) (string, error) {
-	tmp, err := os.MkdirTemp(s.tmpDir(), "rm-")
-	if err != nil {
-		return "", err
-	}
-	to := filepath.Join(tmp, filepath.Base(dir))
-	if err := os.Rename(dir, to); err != nil {
-		os.Remove(tmp)
-		if errors.Is(err, os.ErrNotExist) {
-			return "", nil
-		}
-		return "", err
-	}
-	return tmp, atomicfile.SyncDir(filepath.Dir(dir))
+	return atomicfile.RetireDir(dir, s.tmpDir())
 }
 
 func removeAll(log *logrus.Entry, paths []string) {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/evjournal/containerd/internal/oneproc"
 	"golang.org/x/sys/unix"
 )
 
@@ -112,12 +113,4 @@ func readStartReport(ctx context.Context, r *os.File, timeout time.Duration) (*s
 // shimEnv is the daemon's environment with GOMAXPROCS=1: a shim needs one
 // thread, and given it from the start it skips re-executing itself to
 // drop the threads a larger GOMAXPROCS would make (about 1 ms per start).
-func shimEnv() []string {
-	env := []string{"GOMAXPROCS=1"}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOMAXPROCS=") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
+func shimEnv() []string { return oneproc.Env(os.Environ()) }

@@ -19,10 +19,10 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/evjournal/containerd/internal/oneproc"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,13 +43,7 @@ func reexecWithOneP() {
 	if os.Getenv("GOMAXPROCS") == "1" {
 		return
 	}
-	env := []string{"GOMAXPROCS=1"}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOMAXPROCS=") {
-			env = append(env, kv)
-		}
-	}
-	syscall.Exec("/proc/self/exe", os.Args, env)
+	syscall.Exec("/proc/self/exe", os.Args, oneproc.Env(os.Environ()))
 }
 
 // tune keeps the shim small: there is one shim per container process, and

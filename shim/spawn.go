@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/evjournal/containerd/internal/oneproc"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,16 +40,7 @@ func (s *shim) runWait(argv []string, stdio [3]int) (unix.WaitStatus, error) {
 // no work between CPUs: bare `runc exec` of a container's /bin/true took
 // 0.4-1.1 ms less here (9.3-9.9 against 10.4-10.7 ms), `runc create` and
 // `start` 0.6-2.8 ms less (bench/README.md).
-func runtimeEnv() []string {
-	env := os.Environ()
-	out := []string{"GOMAXPROCS=1"}
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "GOMAXPROCS=") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
+func runtimeEnv() []string { return oneproc.Env(os.Environ()) }
 
 // runQuiet runs argv with /dev/null as stdio and fails unless it exits 0.
 func (s *shim) runQuiet(argv []string) error {

@@ -152,16 +152,16 @@ func (s *Server) reconcileContainers(ctx context.Context, objs map[string]object
 		s.discardContainer(c.rec.ID)
 	}
 	for id, err := range bad {
-		if objs[id].ID != "" && removalCutShort(err) {
-			s.log.WithField("container", id).Warn("cri: container dir whose record a removal took (an older daemon's, cut short): finishing the removal")
-			s.discardContainer(id)
+		log := s.log.WithField("container", id)
+		switch {
+		case objs[id].ID == "":
+			log.WithError(err).Warn("cri: container dir without a record (creation cut short): removing it")
+		case removalCutShort(err):
+			log.Warn("cri: container dir whose record a removal took (an older daemon's, cut short): finishing the removal")
+		default:
+			log.WithError(err).Error("cri: record unreadable for a container the daemon has; left in place")
 			continue
 		}
-		if objs[id].ID != "" {
-			s.log.WithError(err).WithField("container", id).Error("cri: record unreadable for a container the daemon has; left in place")
-			continue
-		}
-		s.log.WithError(err).WithField("container", id).Warn("cri: container dir without a record (creation cut short): removing it")
 		s.discardContainer(id)
 	}
 }
@@ -194,16 +194,16 @@ func (s *Server) reconcileSandboxes(ctx context.Context, objs map[string]objects
 		s.discardSandbox(ctx, sb.rec.ID, sb.rec.NetNS, sb.rec.Shm)
 	}
 	for id, err := range bad {
-		if objs[id].ID != "" && removalCutShort(err) {
-			s.log.WithField("sandbox", id).Warn("cri: pod dir whose record a removal took (an older daemon's, cut short): finishing the removal")
-			s.discardSandbox(ctx, id, s.netnsPath(id), s.shmPath(id))
+		log := s.log.WithField("sandbox", id)
+		switch {
+		case objs[id].ID == "":
+			log.WithError(err).Warn("cri: pod dir without a record (creation cut short): tearing down what it made")
+		case removalCutShort(err):
+			log.Warn("cri: pod dir whose record a removal took (an older daemon's, cut short): finishing the removal")
+		default:
+			log.WithError(err).Error("cri: record unreadable for a pod the daemon has; left in place")
 			continue
 		}
-		if objs[id].ID != "" {
-			s.log.WithError(err).WithField("sandbox", id).Error("cri: record unreadable for a pod the daemon has; left in place")
-			continue
-		}
-		s.log.WithError(err).WithField("sandbox", id).Warn("cri: pod dir without a record (creation cut short): tearing down what it made")
 		s.discardSandbox(ctx, id, s.netnsPath(id), s.shmPath(id))
 	}
 }

@@ -118,32 +118,28 @@ func loadRecords[T any](parent, name string) (recs []T, bad map[string]error, er
 func (s *Server) removingDir() string { return filepath.Join(s.cfg.Root, "removing") }
 
 // retireRecordDir moves dir into the removing dir and returns where it
-// went ("" if dir does not exist).
+// went ("" if dir does not exist). Once moved, the record is gone: a failed
+// fsync of its parent after the move is only logged.
 func (s *Server) retireRecordDir(dir string) (string, error) {
-	if err := os.MkdirAll(s.removingDir(), 0o700); err != nil {
-		return "", err
-	}
-	tmp, err := os.MkdirTemp(s.removingDir(), "rm-")
-	if err != nil {
-		return "", err
-	}
-	if err := os.Rename(dir, filepath.Join(tmp, filepath.Base(dir))); err != nil {
-		os.Remove(tmp)
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", nil
-		}
+	gone, err := atomicfile.RetireDir(dir, s.removingDir())
+	if err != nil && gone == "" {
 		return "", fmt.Errorf("retire %s: %w", dir, err)
 	}
-	return tmp, atomicfile.SyncDir(filepath.Dir(dir))
+	if err != nil {
+		s.log.WithError(err).WithField("dir", dir).Warn("cri: sync the parent of a retired record dir")
+	}
+	return gone, nil
 }
 
-// removeRecordDir removes a record dir: retired first, then its content.
+// removeRecordDir removes a record dir: retired first, then its content
+// (see removeRetired).
 func (s *Server) removeRecordDir(dir string) error {
 	gone, err := s.retireRecordDir(dir)
-	if err != nil || gone == "" {
+	if err != nil {
 		return err
 	}
-	return os.RemoveAll(gone)
+	s.removeRetired(gone)
+	return nil
 }
 
 // removeRetired removes the content of a retired record dir; what it cannot

@@ -6,6 +6,8 @@
 package atomicfile
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -59,6 +61,30 @@ func writeClose(f *os.File, data []byte, perm os.FileMode, sync bool) error {
 		err = cerr
 	}
 	return err
+}
+
+// RetireDir moves dir whole into a new rm-* dir under trash (made if need
+// be) and fsyncs dir's parent: dir leaves its place in one step, so a crash
+// finds it there whole or gone, never half removed; the slow removal of its
+// content follows, and after a crash the owner's sweep of trash does it.
+// It returns the rm-* dir ("" if dir did not exist). When only the fsync
+// fails, the rename took effect: the rm-* dir is returned with the error.
+func RetireDir(dir, trash string) (string, error) {
+	if err := os.MkdirAll(trash, 0o700); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(trash, "rm-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Rename(dir, filepath.Join(tmp, filepath.Base(dir))); err != nil {
+		os.Remove(tmp)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil
+		}
+		return "", err
+	}
+	return tmp, SyncDir(filepath.Dir(dir))
 }
 
 // SyncDir fsyncs dir, so that the entries created, renamed or removed in it

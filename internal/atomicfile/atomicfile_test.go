@@ -58,3 +58,37 @@ func TestSyncDir(t *testing.T) {
 		t.Fatal("SyncDir of a missing dir succeeded")
 	}
 }
+
+// TestRetireDir: the dir leaves its place whole, into a new dir under the
+// trash dir (made if need be); a dir that is not there is no error.
+func TestRetireDir(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "records", "abc")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "record.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	trash := filepath.Join(root, "removing")
+	gone, err := RetireDir(dir, trash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(gone) != trash {
+		t.Errorf("retired into %s, want a dir under %s", gone, trash)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the dir is still in its place: %v", err)
+	}
+	if data, err := os.ReadFile(filepath.Join(gone, "abc", "record.json")); err != nil || string(data) != "{}" {
+		t.Errorf("the retired dir lost its content: %q %v", data, err)
+	}
+	again, err := RetireDir(dir, trash)
+	if err != nil || again != "" {
+		t.Errorf("retiring a dir that is gone: %q %v, want \"\" and no error", again, err)
+	}
+	if ents, _ := os.ReadDir(trash); len(ents) != 1 {
+		t.Errorf("trash holds %d entries, want the one retired dir", len(ents))
+	}
+}
