@@ -46,23 +46,6 @@ func (s *Server) ExecSync(ctx context.Context, r *runtimeapi.ExecSyncRequest) (*
 	return out, nil
 }
 
-// initSpec is the process spec of a running container's init: an exec runs
-// with its environment, user, cwd and capabilities.
-func (s *Server) initSpec(ctx context.Context, id string) (specs.ProcessSpec, error) {
-	infos, err := s.sup.State(ctx, id)
-	if err != nil {
-		return specs.ProcessSpec{}, fmt.Errorf("container %s: %w", id, err)
-	}
-	for _, in := range infos {
-		for _, p := range in.Processes {
-			if p.ID == "init" {
-				return p.Spec, nil
-			}
-		}
-	}
-	return specs.ProcessSpec{}, fmt.Errorf("container %s: no running init: %w", id, errdefs.ErrFailedPrecondition)
-}
-
 func (s *Server) execSync(ctx context.Context, id string, spec specs.ProcessSpec, timeout time.Duration) (*runtimeapi.ExecSyncResponse, error) {
 	pid := "execsync-" + shortRandom()
 	dir := filepath.Join(s.cfg.StateDir, "exec", id+"-"+pid)

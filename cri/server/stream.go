@@ -16,6 +16,7 @@ import (
 	"github.com/evjournal/containerd/cri/crilog"
 	"github.com/evjournal/containerd/cri/streaming"
 	"github.com/evjournal/containerd/runtime"
+	"github.com/evjournal/containerd/specs"
 	"github.com/evjournal/containerd/supervisor"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -76,11 +77,10 @@ func (rt streamRuntime) Exec(ctx context.Context, id string, cmd []string, stdin
 		return 0, err
 	}
 	id = c.rec.ID
-	spec, err := s.initSpec(ctx, id)
-	if err != nil {
-		return 0, err
-	}
-	spec.Args, spec.Terminal = cmd, tty
+	// The init's process spec around the command, filled in by the loop
+	// (InheritInit), as for ExecSync: no State call (a pid scan on the
+	// read lane) before the exec.
+	spec := specs.ProcessSpec{Args: cmd, Terminal: tty}
 	pid := "exec-" + shortRandom()
 	dir := filepath.Join(s.cfg.StateDir, "exec", id+"-"+pid)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -127,8 +127,8 @@ func (rt streamRuntime) Exec(ctx context.Context, id string, cmd []string, stdin
 	// Ephemeral, as ExecSync's: kubectl exec must work on a full disk
 	// (docs/cri.md, "Durable or ephemeral"), and its stream ends with the
 	// daemon anyway, so a restart has nothing to give back to anyone.
-	if _, err := s.sup.Exec(ctx, supervisor.ExecRequest{ID: id, Pid: pid, Spec: spec, Stdio: stdio, Ephemeral: true}); err != nil {
-		return 0, fmt.Errorf("container %s: exec: %w", id, err)
+	if _, err := s.sup.Exec(ctx, supervisor.ExecRequest{ID: id, Pid: pid, Spec: spec, Stdio: stdio, Ephemeral: true, InheritInit: true}); err != nil {
+		return 0, s.execError(ctx, id, err)
 	}
 	if in != nil {
 		go func() {

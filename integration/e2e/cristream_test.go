@@ -24,7 +24,8 @@ import (
 )
 
 // TestCRIStreaming: Exec and PortForward through the daemon's streaming
-// server, driven by client-go as kubectl drives them: an exec's stdin
+// server, driven by client-go as kubectl drives them: an exec runs in the
+// container's environment, its stdin
 // reaches the process and its end closes the process's stdin, stdout and
 // stderr come back apart, the exit code is the client's error; a forwarded
 // port reaches a server listening in the pod's network namespace.
@@ -43,7 +44,8 @@ func TestCRIStreaming(t *testing.T) {
 	}
 	cr, err := e.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: run.PodSandboxId, SandboxConfig: podCfg,
 		Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "srv"}, Image: &runtimeapi.ImageSpec{Image: ref},
-			Args: []string{"serve", "8080", "forwarded", "--", "sleep", "forever"}}})
+			Args: []string{"serve", "8080", "forwarded", "--", "sleep", "forever"},
+			Envs: []*runtimeapi.KeyValue{{Key: "STREAM_ENV", Value: []byte("the container's")}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func TestCRIStreaming(t *testing.T) {
 	}
 
 	resp, err := e.rt.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: cr.ContainerId, Stdin: true, Stdout: true, Stderr: true,
-		Cmd: []string{"/testinit", "cat", "--", "stderr", "after eof", "--", "exit", "4"}})
+		Cmd: []string{"/testinit", "env", "STREAM_ENV", "--", "cat", "--", "stderr", "after eof", "--", "exit", "4"}})
 	if err != nil {
 		t.Fatalf("Exec: %v", err)
 	}
@@ -70,7 +72,9 @@ func TestCRIStreaming(t *testing.T) {
 	if !errors.As(err, &exit) || exit.Code != 4 {
 		t.Fatalf("exec: %v, want exit code 4", err)
 	}
-	if stdout.String() != "line one\nline two\n" || stderr.String() != "after eof\n" {
+	// The exec runs in the init's environment (the loop fills in the
+	// init's process spec around the command).
+	if stdout.String() != "env STREAM_ENV=the container's\nline one\nline two\n" || stderr.String() != "after eof\n" {
 		t.Fatalf("exec: stdout %q stderr %q", stdout.String(), stderr.String())
 	}
 	_, err = e.rt.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: "0123456789abcdef", Stdout: true, Cmd: []string{"x"}})
