@@ -107,7 +107,7 @@ func (b *bench) cri() error {
 func (b *bench) startCRI() (*criRun, error) {
 	env := b.env
 	peerDir := b.peerDir
-	if peerDir == "" {
+	if peerDir == "" && b.versus == nil {
 		d, err := harness.PeerDir()
 		if err != nil {
 			return nil, err
@@ -150,6 +150,12 @@ func (b *bench) startCRI() (*criRun, error) {
 	if r.ours, err = env.NewCRIDaemon("cri-ours", reg); err != nil {
 		return nil, err
 	}
+	if b.versus != nil {
+		if err := r.startVersus(reg, image); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
 	if r.peer, err = env.NewPeer("cri-c2", peerDir, reg, pauseImage); err != nil {
 		return nil, err
 	}
@@ -160,28 +166,67 @@ func (b *bench) startCRI() (*criRun, error) {
 	if err := r.peer.Start(); err != nil {
 		return nil, err
 	}
-	ours := &criSide{name: "ours", rt: r.ours.RT, img: r.ours.Img, podParent: r.ours.PodParent, logDir: r.ours.LogDir,
-		daemonPid: r.ours.Pid, shims: func() []harness.Proc { return append(env.Shims(r.ours.Dir), env.Spares(r.ours.Pid())...) }}
+	ours := r.oursSide()
 	peer := &criSide{name: "containerd", rt: r.peer.RT, img: r.peer.Img, podParent: r.peer.PodParent, logDir: r.peer.LogDir,
 		daemonPid: r.peer.Pid, shims: r.peer.Shims}
 	r.sides = [2]*criSide{ours, peer}
-	for _, s := range r.sides {
-		if s.image, err = harness.Pull(s.img, image); err != nil {
-			return nil, fmt.Errorf("%s: %w", s.name, err)
-		}
-	}
 	// containerd pulls its sandbox image at the first RunPodSandbox: not
 	// in a timing.
 	if _, err := harness.Pull(peer.img, pauseImage); err != nil {
 		return nil, fmt.Errorf("containerd: %w", err)
 	}
+	return r, r.prepareSides(image)
+}
+
+// oursSide is the side of bin/'s daemon, started.
+func (r *criRun) oursSide() *criSide {
+	env := r.b.env
+	return &criSide{name: "ours", rt: r.ours.RT, img: r.ours.Img, podParent: r.ours.PodParent, logDir: r.ours.LogDir,
+		daemonPid: r.ours.Pid, shims: func() []harness.Proc { return append(env.Shims(r.ours.Dir), env.Spares(r.ours.Pid())...) }}
+}
+
+// startVersus starts bin/'s daemon and, in containerd's place, a daemon of
+// the build given with -versus-ours (an A/B of a change: every ratio then
+// reads bin/'s ÷ that build's).
+func (r *criRun) startVersus(reg *harness.Registry, image string) error {
+	env, v := r.b.env, r.b.versus
+	other, err := env.NewCRIDaemon("cri-ours-b", reg)
+	if err != nil {
+		return err
+	}
+	other.Binary, other.ShimBinary = v.daemon, v.shim
+	r.b.peerVersion = "ours, built as " + v.daemon + " and " + v.shim
+	if err := r.ours.Start(); err != nil {
+		return err
+	}
+	if err := other.Start(); err != nil {
+		return fmt.Errorf("-versus-ours daemon: %w", err)
+	}
+	b := &criSide{name: "ours-b", rt: other.RT, img: other.Img, podParent: other.PodParent, logDir: other.LogDir,
+		daemonPid: other.Pid, shims: func() []harness.Proc {
+			return append(harness.ShimsOf(v.shim, other.Dir), harness.SparesOf(v.shim, other.Pid())...)
+		}}
+	r.sides = [2]*criSide{r.oursSide(), b}
+	return r.prepareSides(image)
+}
+
+// prepareSides pulls the test image into both sides and opens their event
+// streams (ours also the 0.2 API's).
+func (r *criRun) prepareSides(image string) error {
+	env := r.b.env
+	var err error
 	for _, s := range r.sides {
-		if s.events, err = watchCRIEvents(env, s.rt); err != nil {
-			return nil, fmt.Errorf("%s: GetContainerEvents: %w", s.name, err)
+		if s.image, err = harness.Pull(s.img, image); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
-	ours.apiExits, err = watchAPIExits(env, r.ours.Daemon)
-	return r, err
+	for _, s := range r.sides {
+		if s.events, err = watchCRIEvents(env, s.rt); err != nil {
+			return fmt.Errorf("%s: GetContainerEvents: %w", s.name, err)
+		}
+	}
+	r.sides[0].apiExits, err = watchAPIExits(env, r.ours.Daemon)
+	return err
 }
 
 // stop removes every pod left (after a failed step) and stops both
@@ -202,7 +247,9 @@ func (r *criRun) stop() {
 		cancel()
 	}
 	r.ours.Kill()
-	r.peer.Destroy()
+	if r.peer != nil {
+		r.peer.Destroy()
+	}
 }
 
 // order is the sides in the order of round i: each goes first every

@@ -60,7 +60,13 @@ type bench struct {
 	peerDir, peerVersion string
 	// criSteps are the cri group's steps to run (-cri-steps; all if empty).
 	criSteps []string
+	// versus, when set (-versus-ours), is a second build of ours (its
+	// daemon and shim) that the cri group runs in containerd's place.
+	versus *build
 }
+
+// build is a daemon binary and its shim's.
+type build struct{ daemon, shim string }
 
 type group struct {
 	name string
@@ -83,6 +89,7 @@ func main() {
 	peer := flag.String("peer", "", "dir of the cri group's containerd and containerd-shim-runc-v2 (default: bench/build/containerd-"+harness.PeerVersion+", made by `make bench-peer`)")
 	criSteps := flag.String("cri-steps", "", "comma-separated steps of the cri group to run (lifecycle, exec, exits, pods); default all")
 	quickFlag := flag.Bool("quick", false, "small sizes, for a smoke run (figures not comparable)")
+	versus := flag.String("versus-ours", "", "DAEMON,SHIM: an A/B of a change: the cri group runs this build of ours (its containerd and containerd-shim) where containerd runs, interleaved the same way, so each ratio reads bin/'s ÷ this build's (not with -out)")
 	flag.Parse()
 	if spec := os.Getenv(pollerEnv); spec != "" {
 		os.Exit(runPollers(spec))
@@ -91,10 +98,23 @@ func main() {
 	if *criSteps != "" {
 		steps = strings.Split(*criSteps, ",")
 	}
-	os.Exit(run(*out, *dir, *only, *peer, steps, *quickFlag))
+	var other *build
+	if *versus != "" {
+		d, sh, ok := strings.Cut(*versus, ",")
+		if !ok || d == "" || sh == "" {
+			fmt.Fprintf(os.Stderr, "bench: -versus-ours %q: want DAEMON,SHIM (two paths)\n", *versus)
+			os.Exit(2)
+		}
+		if *out != "" {
+			fmt.Fprintln(os.Stderr, "bench: -versus-ours compares two builds of ours: its figures are not containerd's, so it writes no -out table")
+			os.Exit(2)
+		}
+		other = &build{daemon: d, shim: sh}
+	}
+	os.Exit(run(*out, *dir, *only, *peer, steps, *quickFlag, other))
 }
 
-func run(out, dir, only, peerDir string, criSteps []string, quickRun bool) int {
+func run(out, dir, only, peerDir string, criSteps []string, quickRun bool, versus *build) int {
 	start := time.Now()
 	loadBefore := loadAvg()
 	env, err := harness.NewEnv(dir, "ctrd-bench-")
@@ -104,7 +124,7 @@ func run(out, dir, only, peerDir string, criSteps []string, quickRun bool) int {
 	}
 	stopSignals := cleanupOnSignal(env)
 	defer stopSignals()
-	b := &bench{env: env, cfg: full, rep: &harness.Report{Out: os.Stdout}, peerDir: peerDir, criSteps: criSteps}
+	b := &bench{env: env, cfg: full, rep: &harness.Report{Out: os.Stdout}, peerDir: peerDir, criSteps: criSteps, versus: versus}
 	if quickRun {
 		b.cfg = quick
 	}

@@ -39,6 +39,9 @@ type Daemon struct {
 	Extra []string
 	// PprofAddr is where --pprof-address serves (goroutine counts).
 	PprofAddr string
+	// Binary and ShimBinary are the daemon and shim it runs: bin/'s,
+	// unless a run sets others (the bench's A/B of two builds).
+	Binary, ShimBinary string
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -52,7 +55,8 @@ type Daemon struct {
 func (e *Env) NewDaemon(name string, extra ...string) (*Daemon, error) {
 	dir := e.Path(name)
 	d := &Daemon{env: e, Dir: dir, StateDir: filepath.Join(dir, "state"), JournalDir: filepath.Join(dir, "state"), RuncRoot: filepath.Join(dir, "runc"),
-		Socket: filepath.Join(dir, "c.sock"), LogPath: filepath.Join(dir, "daemon.log"), Extra: extra}
+		Socket: filepath.Join(dir, "c.sock"), LogPath: filepath.Join(dir, "daemon.log"), Extra: extra,
+		Binary: e.Bins.Containerd, ShimBinary: e.Bins.Shim}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -79,7 +83,7 @@ func (d *Daemon) Flags() []string {
 	return append([]string{
 		"--state-dir", d.StateDir, "--journal-dir", d.JournalDir, "--listen", "unix://" + d.Socket,
 		"--runtime", d.env.Bins.Runc, "--runtime-args", "--root=" + d.RuncRoot,
-		"--shim", d.env.Bins.Shim, "--pprof-address", d.PprofAddr,
+		"--shim", d.ShimBinary, "--pprof-address", d.PprofAddr,
 	}, d.Extra...)
 }
 
@@ -94,7 +98,7 @@ func (d *Daemon) Spawn() error {
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "=== bench: starting daemon at %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(d.env.Bins.Containerd, d.Flags()...)
+	cmd := exec.Command(d.Binary, d.Flags()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -108,9 +108,12 @@ func Procs(keep func(Proc) bool) []Proc {
 // Shims lists the live shim processes (bin/containerd-shim) whose working
 // directory lies under dir (a state dir): ShimContainer names their
 // container. Idle spare shims (working directory "/") are not among them.
-func (e *Env) Shims(dir string) []Proc {
+func (e *Env) Shims(dir string) []Proc { return ShimsOf(e.Bins.Shim, dir) }
+
+// ShimsOf is Shims for the shim binary at path.
+func ShimsOf(path, dir string) []Proc {
 	return Procs(func(p Proc) bool {
-		return p.State != "Z" && strings.HasPrefix(p.Exe, e.Bins.Shim) && strings.HasPrefix(p.Cwd, dir)
+		return p.State != "Z" && strings.HasPrefix(p.Exe, path) && strings.HasPrefix(p.Cwd, dir)
 	})
 }
 
@@ -118,9 +121,12 @@ func (e *Env) Shims(dir string) []Proc {
 // the daemon running the shim binary from "/", where a spare waits until
 // an assignment gives it a process dir (docs/shim-contract.md, "Spares").
 // A spare costs the node memory like any shim, so the figures count it.
-func (e *Env) Spares(daemonPid int) []Proc {
+func (e *Env) Spares(daemonPid int) []Proc { return SparesOf(e.Bins.Shim, daemonPid) }
+
+// SparesOf is Spares for the shim binary at path.
+func SparesOf(path string, daemonPid int) []Proc {
 	return Procs(func(p Proc) bool {
-		return p.State != "Z" && p.PPid == daemonPid && strings.HasPrefix(p.Exe, e.Bins.Shim) && p.Cwd == "/"
+		return p.State != "Z" && p.PPid == daemonPid && strings.HasPrefix(p.Exe, path) && p.Cwd == "/"
 	})
 }
 
