@@ -151,18 +151,28 @@ func (s *Server) reconcileContainers(ctx context.Context, objs map[string]object
 		s.log.WithField("container", c.rec.ID).Warn("cri: container whose creation did not finish: removing what it made")
 		s.discardContainer(c.rec.ID)
 	}
+	s.settleUnreadable("container", "container", objs, bad, s.discardContainer)
+}
+
+// settleUnreadable handles the record dirs of one kind whose record could
+// not be read (bad, by id; field and kind name them in the log). A dir
+// whose object the loop does not have is a creation cut short, and one
+// whose record is missing while its object exists a removal cut short (an
+// older daemon's, which removed the files one by one): both are discarded.
+// A damaged record of an object the daemon has is left in place, logged.
+func (s *Server) settleUnreadable(field, kind string, objs map[string]objects.Object, bad map[string]error, discard func(id string)) {
 	for id, err := range bad {
-		log := s.log.WithField("container", id)
+		log := s.log.WithField(field, id)
 		switch {
 		case objs[id].ID == "":
-			log.WithError(err).Warn("cri: container dir without a record (creation cut short): removing it")
+			log.WithError(err).Warnf("cri: %s dir without a record (creation cut short): removing what it made", kind)
 		case removalCutShort(err):
-			log.Warn("cri: container dir whose record a removal took (an older daemon's, cut short): finishing the removal")
+			log.Warnf("cri: %s dir whose record a removal took (an older daemon's, cut short): finishing the removal", kind)
 		default:
-			log.WithError(err).Error("cri: record unreadable for a container the daemon has; left in place")
+			log.WithError(err).Errorf("cri: record unreadable for a %s the daemon has; left in place", kind)
 			continue
 		}
-		s.discardContainer(id)
+		discard(id)
 	}
 }
 
@@ -193,19 +203,7 @@ func (s *Server) reconcileSandboxes(ctx context.Context, objs map[string]objects
 		s.log.WithField("sandbox", sb.rec.ID).Warn("cri: pod whose creation did not finish: tearing down what it made")
 		s.discardSandbox(ctx, sb.rec.ID, sb.rec.NetNS, sb.rec.Shm)
 	}
-	for id, err := range bad {
-		log := s.log.WithField("sandbox", id)
-		switch {
-		case objs[id].ID == "":
-			log.WithError(err).Warn("cri: pod dir without a record (creation cut short): tearing down what it made")
-		case removalCutShort(err):
-			log.Warn("cri: pod dir whose record a removal took (an older daemon's, cut short): finishing the removal")
-		default:
-			log.WithError(err).Error("cri: record unreadable for a pod the daemon has; left in place")
-			continue
-		}
-		s.discardSandbox(ctx, id, s.netnsPath(id), s.shmPath(id))
-	}
+	s.settleUnreadable("sandbox", "pod", objs, bad, func(id string) { s.discardSandbox(ctx, id, s.netnsPath(id), s.shmPath(id)) })
 }
 
 // removalCutShort says whether a dir's record is missing, not damaged,

@@ -106,20 +106,6 @@ func (b *bench) cri() error {
 // into each and opens the event streams.
 func (b *bench) startCRI() (*criRun, error) {
 	env := b.env
-	peerDir := b.peerDir
-	if peerDir == "" && b.versus == nil {
-		d, err := harness.PeerDir()
-		if err != nil {
-			return nil, err
-		}
-		peerDir = d
-	}
-	// Absolute: containerd is given the shim's path, and its shims are
-	// found by their executable's.
-	peerDir, err := filepath.Abs(peerDir)
-	if err != nil {
-		return nil, err
-	}
 	reg := env.NewRegistry()
 	body, err := os.ReadFile(env.Bins.Testinit)
 	if err != nil {
@@ -156,6 +142,10 @@ func (b *bench) startCRI() (*criRun, error) {
 		}
 		return r, nil
 	}
+	peerDir, err := b.resolvePeerDir()
+	if err != nil {
+		return nil, err
+	}
 	if r.peer, err = env.NewPeer("cri-c2", peerDir, reg, pauseImage); err != nil {
 		return nil, err
 	}
@@ -176,6 +166,21 @@ func (b *bench) startCRI() (*criRun, error) {
 		return nil, fmt.Errorf("containerd: %w", err)
 	}
 	return r, r.prepareSides(image)
+}
+
+// resolvePeerDir is the dir of containerd's binaries (-peer, or the one
+// `make bench-peer` builds), made absolute: containerd is given its shim's
+// path, and its shims are found by their executable's.
+func (b *bench) resolvePeerDir() (string, error) {
+	dir := b.peerDir
+	if dir == "" {
+		d, err := harness.PeerDir()
+		if err != nil {
+			return "", err
+		}
+		dir = d
+	}
+	return filepath.Abs(dir)
 }
 
 // oursSide is the side of bin/'s daemon, started.
